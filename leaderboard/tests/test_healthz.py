@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import socket
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_reports_database_and_broker_ok(client: Client, settings) -> None:
+    assert settings.CELERY_BROKER_URL.startswith("redis://")  # the real Redis of this machine
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert "no-cache" in response.headers["Cache-Control"]
+
+
+def test_it_fails_with_503_when_the_broker_is_down(client: Client) -> None:
+    from benchloop_site.celery import app
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+    original = app.conf.broker_url, app.conf.broker_write_url
+    app.conf.broker_url = app.conf.broker_write_url = f"redis://127.0.0.1:{dead_port}/0"
+    try:
+        response = client.get("/healthz")
+    finally:
+        app.conf.broker_url, app.conf.broker_write_url = original
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "error"
+    assert body["database"] == "ok"
+    assert body["broker"].startswith("error: ")

@@ -1,0 +1,65 @@
+"""Read any historical BenchLoop data file into format-neutral run records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runs.importers.exports import (
+    parse_leaderboard_v1,
+    parse_leaderboard_v2,
+    parse_speed_jsonl,
+)
+from runs.importers.records import FormatError, Node, RunRecord, load_json
+from runs.importers.runjson import check_not_empty, parse_envelope, parse_run
+
+MAX_FILE_BYTES = 50 * 1024 * 1024
+
+__all__ = ["FormatError", "RunRecord", "parse_document", "parse_path"]
+
+
+def parse_path(path: Path, *, model_id: str = "") -> list[RunRecord]:
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise FormatError("", f"file is larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"byte {exc.start}", "not UTF-8 text") from None
+    if path.suffix == ".jsonl":
+        return parse_speed_jsonl(text, model_id=model_id)
+    return parse_document(load_json(text, position="line {line} column {column}"))
+
+
+def detect_format(data: object) -> str:
+    node = Node(data)
+    if not isinstance(data, dict):
+        raise node.fail("expected a JSON object at the top level")
+    if str(data.get("schemaVersion", "")).startswith("benchloop.submission."):
+        raise node.get("schemaVersion").fail(
+            "benchloop.submission.v1 was a draft contract that no client ever sent; not importable"
+        )
+    if "entries" in data and data.get("version") == "v1":
+        return "leaderboard-v1"
+    if "runs" in data and "generated_at" in data:
+        return "leaderboard-v2"
+    if "run" in data and isinstance(data.get("run"), dict):
+        return "envelope-v3"
+    if data.get("status") == "failed":
+        return "failed-v3"
+    if "bundle_schema_version" in data:
+        return "bundle-1"
+    if "suites" in data and "model" in data:
+        return "run-v3" if "score_schema_version" in data else "run-v2"
+    raise node.fail("unrecognised format (not a run, envelope, export or bundle)")
+
+
+def parse_document(data: object) -> list[RunRecord]:
+    """Detect the format of one parsed JSON document and read every run in it."""
+    kind = detect_format(data)
+    node = Node(data)
+    if kind == "leaderboard-v1":
+        return parse_leaderboard_v1(node)
+    if kind == "leaderboard-v2":
+        return parse_leaderboard_v2(node)
+    record = parse_envelope(node) if kind == "envelope-v3" else parse_run(node, kind)
+    check_not_empty(record, node.get("run") if kind == "envelope-v3" else node)
+    return [record]

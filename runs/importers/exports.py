@@ -1,0 +1,243 @@
+"""Parsers for the earlier product's static exports and the speed probe's JSONL."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from runs import normalize
+from runs.importers.records import (
+    FormatError,
+    HardwareRecord,
+    Node,
+    RunRecord,
+    SampleRecord,
+    SuiteRecord,
+    TaskRecord,
+    load_json,
+)
+from runs.stats import summarise
+
+
+def parse_leaderboard_v2(node: Node) -> list[RunRecord]:
+    """leaderboard.json: summary rows of v2-scored runs, one per `runs[]` item."""
+    records = []
+    for row in node.get("runs").list():
+        machine = row.get("machine", required=False).str(max_length=200)
+        suites = []
+        for name, suite in row.get("suites", required=False).items() if row.has("suites") else []:
+            counts = {}
+            if name == "agent" and row.has("agent_task_count"):
+                counts = {
+                    "task_count": row.get("agent_task_count").int() or 0,
+                    "pass_count": row.get("agent_pass", required=False).int() or 0,
+                }
+                counts["fail_count"] = counts["task_count"] - counts["pass_count"]
+            suites.append(SuiteRecord(suite=name, score=suite.get("score").score(), **counts))
+        decode = row.get("generation_tok_per_sec", required=False).num(minimum=0)
+        ttft = row.get("ttft_ms", required=False).num(minimum=0)
+        records.append(
+            RunRecord(
+                source_format="leaderboard-v2",
+                started_at=row.get("timestamp").timestamp(),
+                model_id=_required_name(row.get("model")),
+                score_scale="v2",
+                client_run_id=row.get("id").str(max_length=200),
+                provider=row.get("provider", required=False).str(max_length=40),
+                engine=normalize.engine_from_provider(
+                    row.get("provider", required=False).str(max_length=40)
+                ),
+                quantization=normalize.parse_model(row.get("model").str())["quantization"],
+                harness=row.get("harness", required=False).str(default="raw") or "raw",
+                hardware=_hardware_from_label(machine),
+                overall_score=row.get("overall_score").score(),
+                quality_score=row.get("quality_score").score(),
+                speed_score=row.get("speed_score").score(),
+                reliability_score=row.get("reliability_score").score(),
+                # v2 rows publish run-level means; 0 meant "no speed suite in this run".
+                speed={"decode_tps_mean": decode or None, "ttft_ms_mean": ttft or None},
+                suites=suites,
+                raw_payload=row.obj(),
+            )
+        )
+    return records
+
+
+def _required_name(node: Node) -> str:
+    text = node.str(max_length=300)
+    if not text.strip():
+        raise node.fail("is empty")
+    return text
+
+
+def _hardware_from_label(label: str) -> HardwareRecord | None:
+    """The export's `machine` is whichever of GPU, CPU or machine id was known."""
+    if not label:
+        return None
+    if normalize.gpu_vendor(label):
+        cpu = label if normalize.gpu_vendor(label) == "apple" else ""
+        return HardwareRecord(gpu=label, cpu=cpu)
+    return HardwareRecord(cpu=label, gpu="", gpu_count=0)
+
+
+def parse_leaderboard_v1(node: Node) -> list[RunRecord]:
+    """leaderboard-v1.json: speed-only llama-server stacks with their speed spread."""
+    records = []
+    for entry in node.get("entries").list():
+        model = entry.get("model")
+        runtime = entry.get("runtime", required=False)
+        draft = entry.get("draft_model", required=False)
+        hardware = entry.get("hardware", required=False)
+        speed = entry.get("speed")
+        runs = entry.get("benchmarks", required=False)
+        sample_count = None
+        if runs.value is not None and runs.has("speed"):
+            sample_count = runs.get("speed").get("runs", required=False).int()
+        launch = {}
+        for key in ("draft_params", "rope_scaling"):
+            value = entry.get(key, required=False)
+            if value.value is not None:
+                launch[key] = value.obj()
+        kv_k = entry.get("kv_cache_type_k", required=False).str(max_length=20)
+        kv_v = entry.get("kv_cache_type_v", required=False).str(max_length=20)
+        draft_name = ""
+        if draft.value is not None:
+            draft_name = draft.get("name").str(max_length=200)
+            if draft.get("quant", required=False).str():
+                draft_name = f"{draft_name}:{draft.get('quant').str(max_length=20)}"
+        submitter = entry.get("submitter", required=False)
+        records.append(
+            RunRecord(
+                source_format="leaderboard-v1",
+                started_at=entry.get("submitted_at").timestamp(),
+                model_id=_required_name(model.get("name")),
+                quantization=model.get("quant", required=False).str(max_length=40),
+                score_scale="speed",
+                client_run_id=entry.get("stack_id").str(max_length=200),
+                engine=normalize.engine_from_provider(
+                    runtime.get("name", required=False).str(default="llama-server")
+                    if runtime.value is not None
+                    else "llama-server"
+                ),
+                engine_version=_runtime_version(runtime),
+                provider="openai_compat",
+                context_length=entry.get("context_length", required=False).int(minimum=1),
+                kv_cache_type=kv_k if kv_k == kv_v or not kv_v else f"{kv_k}/{kv_v}",
+                draft_model=draft_name,
+                launch_settings=launch,
+                hardware=HardwareRecord(
+                    gpu=hardware.get("gpu", required=False).str(max_length=200),
+                    vram_gb=hardware.get("vram_gb", required=False).num(minimum=0),
+                    cpu=hardware.get("cpu", required=False).str(max_length=200),
+                    ram_gb=hardware.get("ram_gb", required=False).num(minimum=0),
+                    os_name=hardware.get("os", required=False).str(max_length=40),
+                )
+                if hardware.value is not None
+                else None,
+                speed={
+                    "decode_tps_peak": speed.get("peak_tps").num(minimum=0),
+                    "decode_tps_mean": speed.get("mean_tps").num(minimum=0),
+                    "decode_tps_median": speed.get("median_tps").num(minimum=0),
+                    "decode_tps_stdev": speed.get("stdev_tps", required=False).num(minimum=0),
+                    "prefill_tps_mean": speed.get("prompt_tps_mean", required=False).num(minimum=0),
+                },
+                speed_sample_count=sample_count,
+                submitter_name=submitter.get("name", required=False).str(max_length=150)
+                if submitter.value is not None
+                else "",
+                raw_payload=entry.obj(),
+            )
+        )
+    return records
+
+
+def _runtime_version(runtime: Node) -> str:
+    if runtime.value is None:
+        return ""
+    version = runtime.get("version", required=False).str(max_length=60)
+    commit = runtime.get("commit", required=False).str(max_length=60)
+    return " ".join(part for part in (version, commit and f"({commit})") if part)
+
+
+def parse_speed_jsonl(text: str, *, model_id: str = "") -> list[RunRecord]:
+    """bench_results.jsonl: a summary line, then its run lines, grouped by `tag`."""
+    summaries: list[tuple[int, Node]] = []
+    runs_by_tag: dict[str, list[Node]] = defaultdict(list)
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        value = load_json(line, position=f"line {number}")
+        node = Node(value, f"line {number}")
+        kind = node.get("kind").str()
+        if kind == "summary":
+            summaries.append((number, node))
+        elif kind == "run":
+            runs_by_tag[node.get("tag").str(max_length=200)].append(node)
+        else:
+            raise node.get("kind").fail(f"unknown line kind {kind!r}")
+    if not summaries:
+        raise FormatError("", "no summary line found")
+    records = []
+    for _number, summary in summaries:
+        tag = summary.get("tag").str(max_length=200)
+        runs = runs_by_tag.get(tag, [])
+        tasks: dict[str, TaskRecord] = {}
+        for run in runs:
+            prompt_id = run.get("prompt_id").str(max_length=120)
+            task = tasks.setdefault(
+                prompt_id, TaskRecord(task_id=prompt_id, passed=True, execution_ok=True)
+            )
+            elapsed = run.get("elapsed_s", required=False).num(minimum=0)
+            task.samples.append(
+                SampleRecord(
+                    trial_index=run.get("run").int(minimum=0) or len(task.samples) + 1,
+                    decode_tps=run.get("gen_tps").num(minimum=0),
+                    prefill_tps=run.get("prompt_tps", required=False).num(minimum=0),
+                    total_latency_ms=elapsed * 1000 if elapsed is not None else None,
+                    tokens_generated=run.get("completion_tokens", required=False).int(),
+                    tokens_prompt=run.get("prompt_tokens", required=False).int(),
+                )
+            )
+            task.finish_reason = run.get("finish_reason", required=False).str(max_length=20)
+        samples = [s for task in tasks.values() for s in task.samples]
+        decode = summarise(s.decode_tps for s in samples)
+        prefill = summarise(s.prefill_tps for s in samples)
+        started = summary.get("started_utc").timestamp()
+        records.append(
+            RunRecord(
+                source_format="speed-jsonl",
+                started_at=started,
+                model_id=model_id or "unknown-model",
+                score_scale="speed",
+                client_run_id=f"{tag}@{started.isoformat()}",
+                engine="llama.cpp",
+                provider="openai_compat",
+                speed={
+                    # The probe's summary is authoritative; the spread it lacks comes from samples.
+                    "decode_tps_peak": summary.get("gen_tps_peak").num(minimum=0),
+                    "decode_tps_mean": summary.get("gen_tps_mean").num(minimum=0),
+                    "decode_tps_median": summary.get("gen_tps_median").num(minimum=0),
+                    "decode_tps_stdev": summary.get("gen_tps_stdev", required=False).num(minimum=0),
+                    "decode_tps_p95": summary.get("gen_tps_p95", required=False).num(minimum=0)
+                    or decode["p95"],
+                    "decode_tps_p5": decode["p5"],
+                    "prefill_tps_mean": summary.get("prompt_tps_mean", required=False).num(
+                        minimum=0
+                    ),
+                    "prefill_tps_median": prefill["median"],
+                },
+                speed_sample_count=summary.get("n_runs", required=False).int() or len(samples),
+                suites=[
+                    SuiteRecord(
+                        suite="speed",
+                        task_count=len(tasks),
+                        pass_count=len(tasks),
+                        tasks=list(tasks.values()),
+                    )
+                ]
+                if tasks
+                else [],
+                launch_settings={"tag": tag},
+                raw_payload={"summary": summary.obj(), "runs": [r.obj() for r in runs]},
+            )
+        )
+    return records

@@ -1,0 +1,243 @@
+"""Format-neutral records that every importer produces, and checked field access for them."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+MAX_STRING = 2000
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def load_json(text: str, *, position: str) -> object:
+    """Strict JSON (no NaN or Infinity); `position` formats {line} and {column} of an error."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        where = position.format(line=exc.lineno, column=exc.colno)
+        raise FormatError(where, f"invalid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        # parse_constant does not say where the constant was; keep only a fixed position.
+        raise FormatError("" if "{" in position else position, str(exc)) from None
+
+
+class FormatError(ValueError):
+    """A file that cannot be imported; `position` says where (a JSON path or a line)."""
+
+    def __init__(self, position: str, message: str) -> None:
+        super().__init__(f"{position}: {message}" if position else message)
+        self.position = position
+        self.message = message
+
+
+@dataclass
+class SampleRecord:
+    trial_index: int
+    is_warmup: bool = False
+    ttft_ms: float | None = None
+    prefill_tps: float | None = None
+    decode_tps: float | None = None
+    total_latency_ms: float | None = None
+    tokens_generated: int | None = None
+    tokens_prompt: int | None = None
+
+
+@dataclass
+class TaskRecord:
+    task_id: str
+    passed: bool = False
+    score: float | None = None
+    latency_ms: float | None = None
+    tokens_generated: int | None = None
+    tokens_prompt: int | None = None
+    execution_ok: bool | None = None
+    finish_reason: str = ""
+    error: str = ""
+    output: str = ""
+    metadata: dict = field(default_factory=dict)
+    samples: list[SampleRecord] = field(default_factory=list)
+
+
+@dataclass
+class SuiteRecord:
+    suite: str
+    score: float | None = None
+    task_count: int = 0
+    pass_count: int = 0
+    fail_count: int = 0
+    median_latency_ms: float | None = None
+    tasks: list[TaskRecord] = field(default_factory=list)
+
+
+@dataclass
+class HardwareRecord:
+    cpu: str = ""
+    gpu: str = ""
+    gpu_count: int = 1
+    vram_gb: float | None = None
+    ram_gb: float | None = None
+    os_name: str = ""
+
+
+@dataclass
+class RunRecord:
+    """Everything one imported run carries, independent of the format it came in."""
+
+    source_format: str
+    started_at: datetime
+    model_id: str
+    score_scale: str
+    client_run_id: str = ""
+    quantization: str = ""
+    model_sha256: str = ""
+    engine: str = "openai-compatible"
+    engine_version: str = ""
+    provider: str = ""
+    harness: str = "raw"
+    harness_version: str = ""
+    context_length: int | None = None
+    kv_cache_type: str = ""
+    draft_model: str = ""
+    launch_settings: dict = field(default_factory=dict)
+    hardware: HardwareRecord | None = None
+    scoring_mode: str = "local"
+    benchmark_id: str = "benchloop"
+    benchmark_version: str = ""
+    profile: str = ""
+    requested_profile: str = ""
+    score_schema_version: str = ""
+    manifest_hash: str = ""
+    coverage_score: float | None = None
+    comparable: bool = False
+    overall_score: float | None = None
+    quality_score: float | None = None
+    speed_score: float | None = None
+    reliability_score: float | None = None
+    value_score: float | None = None
+    speed: dict[str, float | None] = field(default_factory=dict)
+    speed_sample_count: int | None = None
+    total_runtime_sec: float | None = None
+    command_used: str = ""
+    outcome: str = "complete"
+    error: str = ""
+    visibility: str = "public"
+    submitter_name: str = ""
+    suites: list[SuiteRecord] = field(default_factory=list)
+    raw_payload: dict = field(default_factory=dict)
+
+
+class Node:
+    """A JSON value with its path, so every type error names exactly where it is."""
+
+    def __init__(self, value: Any, path: str = "") -> None:
+        self.value = value
+        self.path = path
+
+    def fail(self, message: str) -> FormatError:
+        return FormatError(self.path or "(top level)", message)
+
+    def _child_path(self, key: str | int) -> str:
+        if isinstance(key, int):
+            return f"{self.path}[{key}]"
+        return f"{self.path}.{key}" if self.path else key
+
+    def obj(self) -> dict:
+        if not isinstance(self.value, dict):
+            raise self.fail(f"expected an object, got {_kind(self.value)}")
+        return self.value
+
+    def has(self, key: str) -> bool:
+        return key in self.obj()
+
+    def get(self, key: str, *, required: bool = True) -> Node:
+        data = self.obj()
+        if key not in data:
+            if required:
+                raise FormatError(self._child_path(key), "is missing")
+            return Node(None, self._child_path(key))
+        return Node(data[key], self._child_path(key))
+
+    def items(self) -> list[tuple[str, Node]]:
+        return [(k, Node(v, self._child_path(k))) for k, v in self.obj().items()]
+
+    def list(self) -> list[Node]:
+        if not isinstance(self.value, list):
+            raise self.fail(f"expected a list, got {_kind(self.value)}")
+        return [Node(v, self._child_path(i)) for i, v in enumerate(self.value)]
+
+    def str(self, *, default: str = "", max_length: int = MAX_STRING) -> str:
+        if self.value is None:
+            return default
+        if not isinstance(self.value, str):
+            raise self.fail(f"expected a string, got {_kind(self.value)}")
+        if len(self.value) > max_length:
+            raise self.fail(f"string longer than {max_length} characters")
+        if "\x00" in self.value:
+            raise self.fail("string contains a NUL character")
+        return self.value
+
+    def num(
+        self, *, optional: bool = True, minimum: float | None = None, maximum: float | None = None
+    ) -> float | None:
+        if self.value is None:
+            if optional:
+                return None
+            raise self.fail("is required")
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+            raise self.fail(f"expected a number, got {_kind(self.value)}")
+        number = float(self.value)
+        if not math.isfinite(number):
+            raise self.fail("must be a finite number")
+        if minimum is not None and number < minimum:
+            raise self.fail(f"must be ≥ {minimum:g}, got {number:g}")
+        if maximum is not None and number > maximum:
+            raise self.fail(f"must be ≤ {maximum:g}, got {number:g}")
+        return number
+
+    def score(self) -> float | None:
+        return self.num(minimum=0, maximum=100)
+
+    def int(self, *, optional: bool = True, minimum: int = 0) -> int | None:
+        number = self.num(optional=optional, minimum=minimum)
+        if number is None:
+            return None
+        if number != int(number):
+            raise self.fail(f"expected a whole number, got {number:g}")
+        return int(number)
+
+    def bool(self, *, default: bool | None = False) -> bool | None:
+        if self.value is None:
+            return default
+        if not isinstance(self.value, bool):
+            raise self.fail(f"expected true or false, got {_kind(self.value)}")
+        return self.value
+
+    def timestamp(self) -> datetime:
+        text = self.str()
+        if not text:
+            raise self.fail("timestamp is missing")
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise self.fail(f"not an ISO-8601 timestamp: {text[:40]!r}") from exc
+        if moment.tzinfo is None:
+            # The speed probe and leaderboard-v1 wrote naive UTC times.
+            moment = moment.replace(tzinfo=UTC)
+        # A day of slack absorbs clock skew; anything later is a fabricated or broken clock.
+        if (moment - datetime.now(UTC)).total_seconds() > 86400:
+            raise self.fail("timestamp is in the future")
+        return moment
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )

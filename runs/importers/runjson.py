@@ -1,0 +1,271 @@
+"""Parsers for run records: v2 and v3 run.json, the v3 publish envelope, failed runs, bundles."""
+
+from __future__ import annotations
+
+import re
+
+from runs import normalize
+from runs.importers.records import (
+    FormatError,
+    HardwareRecord,
+    Node,
+    RunRecord,
+    SampleRecord,
+    SuiteRecord,
+    TaskRecord,
+)
+
+KNOWN_SCORE_MAJORS = {"3"}
+KNOWN_BUNDLE_MAJORS = {"1"}
+MAX_OUTPUT = 20_000
+_CTX_FLAG = re.compile(r"(?:^|\s)(?:-c|--ctx-size)\s+(\d+)")
+_KV_FLAG = re.compile(r"(?:^|\s)(?:-ctk|--cache-type-k)\s+(\S+)")
+_DRAFT_FLAG = re.compile(r"(?:^|\s)(?:-md|--model-draft)\s+(\S+)")
+
+
+def parse_run(node: Node, source_format: str) -> RunRecord:
+    """One run.json-shaped object (v2, v3, failed record or our bundle) into a record."""
+    data = node.obj()
+    score_schema = node.get("score_schema_version", required=False).str()
+    if source_format == "bundle-1":
+        major = node.get("bundle_schema_version").str().split(".")[0]
+        if major not in KNOWN_BUNDLE_MAJORS:
+            raise node.get("bundle_schema_version").fail(f"unknown bundle schema major {major!r}")
+    if score_schema:
+        major = score_schema.split(".")[0]
+        if major not in KNOWN_SCORE_MAJORS:
+            raise node.get("score_schema_version").fail(
+                f"unknown score schema version {score_schema!r}"
+            )
+    scale = "v3" if score_schema else "v2"
+
+    model = node.get("model")
+    model_id = model.get("model_id").str(max_length=300)
+    if not model_id.strip():
+        raise model.get("model_id").fail("model id is empty")
+    parsed_model = normalize.parse_model(model_id)
+    provider = node.get("provider", required=False).str(max_length=40)
+    machine = node.get("machine", required=False)
+    is_remote_scoring = bool(node.get("is_remote", required=False).bool())
+    command_used = node.get("command_used", required=False).str(max_length=4000)
+
+    record = RunRecord(
+        source_format=source_format,
+        started_at=node.get("timestamp").timestamp(),
+        model_id=model_id,
+        score_scale=scale,
+        client_run_id=(
+            node.get("client_run_id", required=False).str(max_length=200)
+            or node.get("source_run_id", required=False).str(max_length=200)
+            or node.get("run_id", required=False).str(max_length=200)
+        ),
+        quantization=model.get("quantization", required=False).str(max_length=40)
+        or parsed_model["quantization"],
+        model_sha256=model.get("sha256", required=False).str(max_length=64),
+        engine=normalize.engine_from_provider(provider),
+        provider=provider,
+        harness=node.get("harness", required=False).str(default="raw", max_length=40) or "raw",
+        harness_version=node.get("harness_version", required=False).str(max_length=20),
+        scoring_mode="remote" if is_remote_scoring else "local",
+        benchmark_id=node.get("benchmark_id", required=False).str(default="benchloop"),
+        benchmark_version=node.get("benchmark_version", required=False).str(max_length=20),
+        profile=node.get("benchmark_profile", required=False).str(max_length=20),
+        requested_profile=node.get("requested_profile", required=False).str(max_length=20),
+        score_schema_version=score_schema,
+        manifest_hash=node.get("manifest_hash", required=False).str(max_length=80),
+        coverage_score=node.get("coverage_score", required=False).score(),
+        comparable=bool(node.get("comparable", required=False).bool()),
+        total_runtime_sec=node.get("total_runtime_sec", required=False).num(minimum=0),
+        command_used=command_used,
+        raw_payload=data,
+    )
+    if machine.value is not None:
+        record.hardware = _hardware(machine)
+    _apply_launch(record, node, command_used)
+    if source_format == "failed-v3" or data.get("status") == "failed":
+        record.outcome = "failed"
+        record.error = node.get("error", required=False).str(max_length=100_000)[:2000]
+        record.comparable = False
+        return record
+    if data.get("status") == "incomplete":
+        record.outcome = "incomplete"
+        record.comparable = False
+    for name in ("overall", "quality", "speed", "reliability", "value"):
+        setattr(record, f"{name}_score", node.get(f"{name}_score").score())
+    record.suites = [_suite(name, suite) for name, suite in node.get("suites").items()]
+    _apply_speed(record, node)
+    return record
+
+
+def _hardware(machine: Node) -> HardwareRecord | None:
+    if machine.get("is_remote", required=False).bool():
+        return None  # a remote endpoint's hardware is not the submitter's to claim
+    gpu = machine.get("gpu", required=False).str(max_length=200)
+    label = machine.get("hardware_label", required=False).str(max_length=200)
+    return HardwareRecord(
+        cpu=machine.get("cpu", required=False).str(max_length=200),
+        gpu=gpu or label,
+        gpu_count=machine.get("gpu_count", required=False).int() or 1,
+        vram_gb=machine.get("gpu_memory_gb", required=False).num(minimum=0, maximum=100_000),
+        ram_gb=machine.get("system_memory_gb", required=False).num(minimum=0, maximum=100_000),
+        os_name=machine.get("os", required=False).str(max_length=40),
+    )
+
+
+def _apply_launch(record: RunRecord, node: Node, command_used: str) -> None:
+    """Launch settings from our bundle's `launch`/`engine`, else from a llama-server command."""
+    engine = node.get("engine", required=False)
+    if engine.value is not None:
+        record.engine = normalize.engine_from_provider(engine.get("name").str(max_length=60))
+        record.engine_version = engine.get("version", required=False).str(max_length=80)
+    launch = node.get("launch", required=False)
+    if launch.value is not None:
+        record.context_length = launch.get("context_length", required=False).int(minimum=1)
+        record.kv_cache_type = launch.get("kv_cache_type", required=False).str(max_length=40)
+        record.draft_model = launch.get("draft_model", required=False).str(max_length=300)
+        return
+    if "llama-server" in command_used:
+        record.engine = "llama.cpp"
+    if match := _CTX_FLAG.search(command_used):
+        record.context_length = int(match.group(1))
+    if match := _KV_FLAG.search(command_used):
+        record.kv_cache_type = match.group(1)
+    if match := _DRAFT_FLAG.search(command_used):
+        record.draft_model = match.group(1)
+
+
+def _suite(name: str, suite: Node) -> SuiteRecord:
+    if len(name) > 40 or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise suite.fail(f"suite name {name[:40]!r} is not a plain identifier")
+    tasks = (
+        [_task(task) for task in suite.get("tasks", required=False).list()]
+        if suite.has("tasks")
+        else []
+    )
+    task_count = suite.get("task_count", required=False).int() or len(tasks)
+    pass_count = suite.get("pass_count", required=False).int() or 0
+    if pass_count > task_count:
+        raise suite.get("pass_count").fail(f"{pass_count} passes out of {task_count} tasks")
+    return SuiteRecord(
+        suite=name,
+        score=suite.get("score").score(),
+        task_count=task_count,
+        pass_count=pass_count,
+        fail_count=suite.get("fail_count", required=False).int() or task_count - pass_count,
+        median_latency_ms=suite.get("median_latency_ms", required=False).num(minimum=0),
+        tasks=tasks,
+    )
+
+
+def _task(task: Node) -> TaskRecord:
+    metadata = task.get("metadata", required=False)
+    record = TaskRecord(
+        task_id=task.get("task_id").str(max_length=120),
+        passed=bool(task.get("passed", required=False).bool()),
+        score=task.get("score", required=False).score(),
+        latency_ms=task.get("latency_ms", required=False).num(minimum=0),
+        tokens_generated=task.get("tokens_generated", required=False).int(),
+        tokens_prompt=task.get("tokens_prompt", required=False).int(),
+        execution_ok=task.get("execution_ok", required=False).bool(default=None),
+        finish_reason=task.get("finish_reason", required=False).str(max_length=20),
+        error=task.get("error", required=False).str(max_length=100_000)[:2000],
+        output=task.get("output", required=False).str(max_length=1_000_000)[:MAX_OUTPUT],
+        metadata=metadata.obj() if metadata.value is not None else {},
+    )
+    if metadata.value is not None and metadata.has("trials"):
+        record.samples = [_sample(i, t) for i, t in enumerate(metadata.get("trials").list(), 1)]
+    return record
+
+
+def _sample(position: int, trial: Node) -> SampleRecord:
+    metrics = trial.get("speed_metrics", required=False)
+    source = metrics if metrics.value is not None else trial
+
+    def metric(*names: str) -> float | None:
+        for name in names:
+            value = source.get(name, required=False).num(minimum=0)
+            if value is not None:
+                return value
+        return None
+
+    return SampleRecord(
+        trial_index=trial.get("trial_index", required=False).int() or position,
+        is_warmup=bool(trial.get("warmup", required=False).bool()),
+        ttft_ms=metric("ttft_ms"),
+        prefill_tps=metric("prompt_eval_tok_per_sec", "prefill_tps"),
+        decode_tps=metric("generation_tok_per_sec", "decode_tps"),
+        total_latency_ms=metric("total_latency_ms"),
+        tokens_generated=trial.get("tokens_generated", required=False).int(),
+        tokens_prompt=trial.get("tokens_prompt", required=False).int(),
+    )
+
+
+_SUMMARY_FIELDS = {"decode_tps": "decode_tps", "prefill_tps": "prefill_tps", "ttft_ms": "ttft_ms"}
+
+
+def _apply_speed(record: RunRecord, node: Node) -> None:
+    """Run-level speed: our bundle's summary, else recomputed from trials, else the file's own."""
+    from runs.stats import summarise
+
+    summary = node.get("speed_summary", required=False)
+    if summary.value is not None:
+        for metric in _SUMMARY_FIELDS:
+            block = summary.get(metric, required=False)
+            if block.value is None:
+                continue
+            for stat in ("median", "mean", "stdev", "p5", "p95", "peak"):
+                record.speed[f"{metric}_{stat}"] = block.get(stat, required=False).num(minimum=0)
+            if metric == "decode_tps":
+                record.speed_sample_count = block.get("n", required=False).int()
+        return
+    samples = [
+        s
+        for suite in record.suites
+        if suite.suite == "speed"
+        for task in suite.tasks
+        for s in task.samples
+        if not s.is_warmup
+    ]
+    if samples:
+        for metric in _SUMMARY_FIELDS:
+            values = [getattr(s, metric) for s in samples]
+            values = [v for v in values if v]  # the old CLIs wrote 0 for "not measured"
+            stats = summarise(values, lower_is_better=metric == "ttft_ms")
+            for stat in ("median", "mean", "stdev", "p5", "p95", "peak"):
+                record.speed[f"{metric}_{stat}"] = stats[stat]
+        record.speed_sample_count = len(samples)
+        return
+    metrics = node.get("speed_metrics", required=False)
+    if metrics.value is None or not metrics.obj():
+        return
+    # v2 published run-level means, v3 medians of the per-task selected trials.
+    stat = "median" if record.score_scale == "v3" else "mean"
+    for field_name, key in (
+        (f"decode_tps_{stat}", "generation_tok_per_sec"),
+        (f"prefill_tps_{stat}", "prompt_eval_tok_per_sec"),
+        (f"ttft_ms_{stat}", "ttft_ms"),
+        ("decode_tps_p95", "generation_tok_per_sec_p95"),
+        ("ttft_ms_p95", "ttft_ms_p95"),
+    ):
+        value = metrics.get(key, required=False).num(minimum=0)
+        record.speed[field_name] = value or None
+    record.speed_sample_count = metrics.get("sample_count", required=False).int()
+
+
+def parse_envelope(node: Node) -> RunRecord:
+    """The v3 publish body {run, visibility, create_post}."""
+    visibility = node.get("visibility", required=False).str(default="public")
+    if visibility not in ("public", "unlisted", "private"):
+        raise node.get("visibility").fail(f"unknown visibility {visibility!r}")
+    record = parse_run(node.get("run"), "envelope-v3")
+    record.visibility = visibility
+    record.raw_payload = node.obj()
+    return record
+
+
+def check_not_empty(record: RunRecord, node: Node) -> None:
+    if record.outcome == "complete" and not record.suites:
+        raise node.get("suites").fail("a completed run has no suites")
+
+
+__all__ = ["FormatError", "check_not_empty", "parse_envelope", "parse_run"]

@@ -1,0 +1,407 @@
+"""The result data model: hardware, stacks, runs, and their suite, task and trial rows."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from runs import normalize
+
+
+class Hardware(models.Model):
+    """A normalised machine identity; equal canonical keys are the same machine class."""
+
+    canonical_key = models.CharField(max_length=255, unique=True)
+    cpu_model = models.CharField(max_length=200, blank=True)
+    gpu_model = models.CharField(max_length=200, blank=True)
+    gpu_vendor = models.CharField(max_length=20, blank=True)
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    vram_gb = models.FloatField(null=True, blank=True)
+    ram_gb = models.FloatField(null=True, blank=True)
+    os = models.CharField(max_length=40, blank=True)
+    accelerator = models.CharField(max_length=20, blank=True)
+    vram_bucket = models.CharField(max_length=8, blank=True)
+    ram_bucket = models.CharField(max_length=8, blank=True)
+
+    class Meta:
+        verbose_name_plural = "hardware"
+        indexes = [
+            models.Index(fields=["gpu_vendor", "gpu_model"], name="hardware_gpu_idx"),
+            models.Index(fields=["vram_bucket"], name="hardware_vram_bucket_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(vram_gb__gte=0), name="hardware_vram_nonnegative"),
+            models.CheckConstraint(condition=Q(ram_gb__gte=0), name="hardware_ram_nonnegative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        gpu = self.gpu_model or ""
+        if gpu and self.gpu_count > 1:
+            gpu = f"{self.gpu_count}× {gpu}"
+        if gpu and self.vram_gb and self.gpu_vendor != "apple":
+            gpu = f"{gpu} {self.vram_gb:g} GB"
+        if self.gpu_vendor == "apple" and self.ram_gb:
+            gpu = f"{gpu} {self.ram_gb:g} GB"
+        return gpu or f"CPU only: {self.cpu_model or 'unknown CPU'}"
+
+    @classmethod
+    def for_identity(cls, **fields) -> Hardware:
+        identity = normalize.hardware_identity(**fields)
+        key = identity.pop("canonical_key")
+        hardware, _ = cls.objects.get_or_create(canonical_key=key, defaults=identity)
+        return hardware
+
+
+class Stack(models.Model):
+    """What the leaderboard ranks: a model file served by an engine with given launch settings.
+
+    The engine version is kept per run, so one stack can show its trend across engine builds.
+    """
+
+    comparability_key = models.CharField(max_length=64, unique=True)
+    model_id = models.CharField(max_length=300)
+    model_family = models.CharField(max_length=100, blank=True)
+    params_b = models.FloatField(null=True, blank=True, help_text="parameters, in billions")
+    param_bucket = models.CharField(max_length=10, blank=True)
+    quantization = models.CharField(max_length=40, blank=True)
+    model_sha256 = models.CharField(max_length=64, blank=True)
+    engine = models.CharField(max_length=60)
+    harness = models.CharField(max_length=40, default="raw")
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+    kv_cache_type = models.CharField(max_length=40, blank=True)
+    draft_model = models.CharField(max_length=300, blank=True)
+    launch_settings = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Denormalised by runs.services.refresh_stack_stats (run by a worker after moderation), so
+    # the leaderboard reads one row per stack instead of aggregating every run on each request.
+    best_run = models.ForeignKey(
+        "Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    published_run_count = models.PositiveIntegerField(default=0)
+    submitter_count = models.PositiveIntegerField(default=0)
+    stats_refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["model_family", "params_b"], name="stack_family_params_idx"),
+            models.Index(fields=["engine", "quantization"], name="stack_engine_quant_idx"),
+            models.Index(fields=["model_id"], name="stack_model_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(params_b__gt=0), name="stack_params_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        parts = [self.model_id]
+        if self.quantization:
+            parts.append(self.quantization)
+        parts.append(f"· {self.engine}")
+        if self.draft_model:
+            parts.append(f"+ draft {self.draft_model}")
+        return " ".join(parts)
+
+    @property
+    def short_key(self) -> str:
+        return self.comparability_key[:12]
+
+    @classmethod
+    def for_identity(cls, **fields) -> Stack:
+        key = normalize.stack_identity(**fields)
+        parsed = normalize.parse_model(fields["model_id"])
+        defaults = {
+            "model_id": parsed["model_id"],
+            "model_family": parsed["family"],
+            "params_b": parsed["params_b"],
+            "param_bucket": normalize.param_bucket(parsed["params_b"]),
+            "quantization": normalize.normalise_quant(fields["quantization"]),
+            "model_sha256": fields["model_sha256"],
+            "engine": fields["engine"],
+            "harness": fields["harness"],
+            "context_length": fields["context_length"],
+            "kv_cache_type": fields["kv_cache_type"],
+            "draft_model": normalize.normalise_model_id(fields["draft_model"]),
+            "launch_settings": fields["launch_settings"] or {},
+        }
+        stack, _ = cls.objects.get_or_create(comparability_key=key, defaults=defaults)
+        return stack
+
+
+class ScoreScale(models.TextChoices):
+    """Scores on different scales are never ranked together."""
+
+    V3 = "v3", "v3 (0–100, weighted quality)"
+    V2 = "v2", "legacy v2"
+    SPEED_ONLY = "speed", "speed only"
+
+
+class SourceFormat(models.TextChoices):
+    BUNDLE_V1 = "bundle-1", "BenchLoop bundle v1"
+    RUN_V3 = "run-v3", "run.json v3 (cli 0.3.0)"
+    ENVELOPE_V3 = "envelope-v3", "v3 publish envelope"
+    FAILED_V3 = "failed-v3", "failed-run record"
+    RUN_V2 = "run-v2", "run.json v2 (cli 0.2.3)"
+    LEADERBOARD_V2 = "leaderboard-v2", "leaderboard.json export"
+    LEADERBOARD_V1 = "leaderboard-v1", "leaderboard-v1.json speed stack"
+    SPEED_JSONL = "speed-jsonl", "speed-probe JSONL"
+    DEMO = "demo", "synthetic demo"
+
+
+class Visibility(models.TextChoices):
+    PUBLIC = "public"
+    UNLISTED = "unlisted"
+    PRIVATE = "private"
+
+
+class Outcome(models.TextChoices):
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"
+    FAILED = "failed"
+
+
+class ScoringMode(models.TextChoices):
+    LOCAL = "local"
+    REMOTE = "remote"
+
+
+SPEED_METRICS = ("decode_tps", "prefill_tps", "ttft_ms")
+SPEED_STATS = ("median", "mean", "stdev", "p5", "p95", "peak")
+
+
+class RunQuerySet(models.QuerySet):
+    def published(self) -> RunQuerySet:
+        """Approved and public: the only runs any public page may show."""
+        return self.filter(published=True)
+
+    def comparable(self) -> RunQuerySet:
+        return self.filter(comparable=True)
+
+    def on_scale(self, scale: str) -> RunQuerySet:
+        return self.filter(score_scale=scale)
+
+    def ranked(self) -> RunQuerySet:
+        return self.order_by(
+            models.F("overall_score").desc(nulls_last=True),
+            models.F("decode_tps_median").desc(nulls_last=True),
+            "id",
+        )
+
+    def with_related(self) -> RunQuerySet:
+        return self.select_related("stack", "hardware")
+
+
+class Run(models.Model):
+    """One benchmark execution of a stack on a piece of hardware."""
+
+    stack = models.ForeignKey(Stack, on_delete=models.PROTECT, related_name="runs")
+    # Null for remote endpoints: we never claim hardware we did not see.
+    hardware = models.ForeignKey(
+        Hardware, on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
+    fingerprint = models.CharField(max_length=64, unique=True)
+    client_run_id = models.CharField(max_length=200, blank=True)
+
+    benchmark_id = models.CharField(max_length=40, default="benchloop")
+    benchmark_version = models.CharField(max_length=20, blank=True)
+    profile = models.CharField(max_length=20, blank=True)
+    requested_profile = models.CharField(max_length=20, blank=True)
+    score_schema_version = models.CharField(max_length=20, blank=True, help_text="blank = legacy")
+    score_scale = models.CharField(max_length=8, choices=ScoreScale.choices)
+    manifest_hash = models.CharField(max_length=80, blank=True)
+    coverage_score = models.FloatField(null=True, blank=True)
+    comparable = models.BooleanField(default=False)
+
+    scoring_mode = models.CharField(
+        max_length=8, choices=ScoringMode.choices, default=ScoringMode.LOCAL
+    )
+    overall_score = models.FloatField(null=True, blank=True)
+    quality_score = models.FloatField(null=True, blank=True)
+    speed_score = models.FloatField(null=True, blank=True)
+    reliability_score = models.FloatField(null=True, blank=True)
+    value_score = models.FloatField(null=True, blank=True)
+
+    # Speed summary over the run's post-warm-up samples; TTFT 'peak' is the fastest (lowest).
+    decode_tps_median = models.FloatField(null=True, blank=True)
+    decode_tps_mean = models.FloatField(null=True, blank=True)
+    decode_tps_stdev = models.FloatField(null=True, blank=True)
+    decode_tps_p5 = models.FloatField(null=True, blank=True)
+    decode_tps_p95 = models.FloatField(null=True, blank=True)
+    decode_tps_peak = models.FloatField(null=True, blank=True)
+    prefill_tps_median = models.FloatField(null=True, blank=True)
+    prefill_tps_mean = models.FloatField(null=True, blank=True)
+    prefill_tps_stdev = models.FloatField(null=True, blank=True)
+    prefill_tps_p5 = models.FloatField(null=True, blank=True)
+    prefill_tps_p95 = models.FloatField(null=True, blank=True)
+    prefill_tps_peak = models.FloatField(null=True, blank=True)
+    ttft_ms_median = models.FloatField(null=True, blank=True)
+    ttft_ms_mean = models.FloatField(null=True, blank=True)
+    ttft_ms_stdev = models.FloatField(null=True, blank=True)
+    ttft_ms_p5 = models.FloatField(null=True, blank=True)
+    ttft_ms_p95 = models.FloatField(null=True, blank=True)
+    ttft_ms_peak = models.FloatField(null=True, blank=True)
+    speed_sample_count = models.PositiveIntegerField(null=True, blank=True)
+
+    provider = models.CharField(max_length=40, blank=True)
+    engine_version = models.CharField(max_length=80, blank=True)
+    harness_version = models.CharField(max_length=20, blank=True)
+    command_used = models.TextField(blank=True)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices, default=Outcome.COMPLETE)
+    error = models.TextField(blank=True)
+
+    started_at = models.DateTimeField()
+    total_runtime_sec = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    source_format = models.CharField(max_length=20, choices=SourceFormat.choices)
+    visibility = models.CharField(
+        max_length=10, choices=Visibility.choices, default=Visibility.PUBLIC
+    )
+    # Denormalised from the submission (approved) and visibility (public) so public reads
+    # need one indexed flag instead of a join; set only through runs.services.
+    published = models.BooleanField(default=False)
+    is_verified = models.BooleanField(default=False)
+    is_demo = models.BooleanField(default=False)
+    raw_payload = models.JSONField(default=dict, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["stack", "score_scale", "-overall_score"],
+                condition=Q(published=True),
+                name="run_published_stack_rank_idx",
+            ),
+            models.Index(fields=["hardware", "published"], name="run_hardware_idx"),
+            models.Index(fields=["-started_at"], name="run_started_idx"),
+            models.Index(fields=["manifest_hash"], name="run_manifest_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(coverage_score__gte=0, coverage_score__lte=100)
+                | Q(coverage_score__isnull=True),
+                name="run_coverage_0_100",
+            ),
+            models.CheckConstraint(
+                condition=Q(decode_tps_median__gte=0) | Q(decode_tps_median__isnull=True),
+                name="run_decode_nonnegative",
+            ),
+            models.CheckConstraint(
+                condition=Q(ttft_ms_median__gte=0) | Q(ttft_ms_median__isnull=True),
+                name="run_ttft_nonnegative",
+            ),
+            models.CheckConstraint(
+                condition=~Q(score_scale="speed") | Q(overall_score__isnull=True),
+                name="run_speed_only_has_no_score",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stack} @ {self.started_at:%Y-%m-%d}"
+
+    @property
+    def is_legacy(self) -> bool:
+        return self.score_scale == ScoreScale.V2
+
+    @property
+    def decode_tps(self) -> float | None:
+        """Headline decode speed: the median, or the mean where only a mean was published."""
+        return (
+            self.decode_tps_median if self.decode_tps_median is not None else self.decode_tps_mean
+        )
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return self.ttft_ms_median if self.ttft_ms_median is not None else self.ttft_ms_mean
+
+    @property
+    def prefill_tps(self) -> float | None:
+        return (
+            self.prefill_tps_median
+            if self.prefill_tps_median is not None
+            else self.prefill_tps_mean
+        )
+
+
+class SuiteResult(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="suite_results")
+    suite = models.CharField(max_length=40)
+    score = models.FloatField(null=True, blank=True)
+    task_count = models.PositiveIntegerField(default=0)
+    pass_count = models.PositiveIntegerField(default=0)
+    fail_count = models.PositiveIntegerField(default=0)
+    median_latency_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "suite"], name="suiteresult_unique_run_suite"),
+            models.CheckConstraint(
+                condition=Q(pass_count__lte=models.F("task_count")),
+                name="suiteresult_pass_le_tasks",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite}: {self.score}"
+
+
+class TaskResult(models.Model):
+    suite_result = models.ForeignKey(SuiteResult, on_delete=models.CASCADE, related_name="tasks")
+    task_id = models.CharField(max_length=120)
+    passed = models.BooleanField(default=False)
+    score = models.FloatField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    tokens_generated = models.PositiveIntegerField(null=True, blank=True)
+    tokens_prompt = models.PositiveIntegerField(null=True, blank=True)
+    # Null for v2 records, which did not tell execution failures from wrong answers.
+    execution_ok = models.BooleanField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=20, blank=True)
+    error = models.TextField(blank=True)
+    # Raw model output and verifier metadata: owner and moderators only.
+    output = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite_result", "task_id"], name="taskresult_unique_suite_task"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.task_id
+
+
+class SpeedSample(models.Model):
+    """One trial of a speed task: the raw numbers behind every spread on the site."""
+
+    task_result = models.ForeignKey(TaskResult, on_delete=models.CASCADE, related_name="samples")
+    trial_index = models.PositiveSmallIntegerField()
+    is_warmup = models.BooleanField(default=False)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    prefill_tps = models.FloatField(null=True, blank=True)
+    decode_tps = models.FloatField(null=True, blank=True)
+    total_latency_ms = models.FloatField(null=True, blank=True)
+    tokens_generated = models.PositiveIntegerField(null=True, blank=True)
+    tokens_prompt = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task_result", "trial_index"], name="speedsample_unique_task_trial"
+            ),
+            models.CheckConstraint(
+                condition=Q(decode_tps__gte=0) | Q(decode_tps__isnull=True),
+                name="speedsample_decode_nonnegative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"trial {self.trial_index}"

@@ -1,0 +1,300 @@
+"""Write paths for results: importing records and keeping per-stack statistics current."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from runs import normalize
+from runs.importers.records import RunRecord
+from runs.models import (
+    SPEED_METRICS,
+    SPEED_STATS,
+    Hardware,
+    Outcome,
+    Run,
+    ScoreScale,
+    SpeedSample,
+    Stack,
+    SuiteResult,
+    TaskResult,
+    Visibility,
+)
+from submissions.models import Channel, Status, Submission
+
+SPEED_FIELDS = [f"{metric}_{stat}" for metric in SPEED_METRICS for stat in SPEED_STATS]
+
+
+@dataclass
+class ImportResult:
+    created: list[Run] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def stack_ids(self) -> set[int]:
+        return {run.stack_id for run in self.created}
+
+
+def fingerprint(record: RunRecord) -> str:
+    """Identity of a run across formats: its envelope and its run.json share one fingerprint."""
+    return normalize.canonical_hash(
+        {
+            "id": record.client_run_id,
+            "at": record.started_at.isoformat(),
+            "model": normalize.normalise_model_id(record.model_id),
+            "profile": record.profile,
+            "manifest": record.manifest_hash,
+            "overall": record.overall_score,
+            "outcome": record.outcome,
+        }
+    )
+
+
+def import_records(
+    records: Iterable[RunRecord],
+    *,
+    channel: str = Channel.IMPORT,
+    status: str = Status.APPROVED,
+    source_name: str = "",
+    is_demo: bool = False,
+    is_verified: bool = False,
+) -> ImportResult:
+    """Store every record not already present, atomically; refresh the stacks they touch."""
+    result = ImportResult()
+    with transaction.atomic():
+        for record in records:
+            key = fingerprint(record)
+            if Run.objects.filter(fingerprint=key).exists():
+                result.skipped.append(record.client_run_id or key[:12])
+                continue
+            try:
+                # A savepoint per run: a concurrent importer that wins the race turns this
+                # run into a skip instead of aborting the whole file.
+                with transaction.atomic():
+                    run = _create_run(record, key, is_demo=is_demo, is_verified=is_verified)
+                    Submission.objects.create(
+                        run=run,
+                        channel=channel,
+                        status=status,
+                        client_run_id=record.client_run_id,
+                        submitter_name=record.submitter_name,
+                        source_name=source_name[:255],
+                        decided_at=timezone.now() if status == Status.APPROVED else None,
+                    )
+                    _set_published(run, status)
+            except IntegrityError:
+                if not Run.objects.filter(fingerprint=key).exists():
+                    raise
+                result.skipped.append(record.client_run_id or key[:12])
+                continue
+            result.created.append(run)
+        refresh_stack_stats(stack_ids=result.stack_ids)
+    return result
+
+
+def _create_run(record: RunRecord, key: str, *, is_demo: bool, is_verified: bool) -> Run:
+    hardware = None
+    if record.hardware is not None:
+        hw = record.hardware
+        hardware = Hardware.for_identity(
+            cpu=hw.cpu,
+            gpu=hw.gpu,
+            gpu_count=hw.gpu_count,
+            vram_gb=hw.vram_gb,
+            ram_gb=hw.ram_gb,
+            os_name=hw.os_name,
+        )
+    stack = Stack.for_identity(
+        model_id=record.model_id,
+        quantization=record.quantization,
+        model_sha256=record.model_sha256,
+        engine=record.engine,
+        harness=record.harness,
+        context_length=record.context_length,
+        kv_cache_type=record.kv_cache_type,
+        draft_model=record.draft_model,
+        launch_settings=record.launch_settings,
+    )
+    scored = record.outcome == Outcome.COMPLETE and record.score_scale != ScoreScale.SPEED_ONLY
+    run = Run.objects.create(
+        stack=stack,
+        hardware=hardware,
+        fingerprint=key,
+        client_run_id=record.client_run_id,
+        benchmark_id=record.benchmark_id,
+        benchmark_version=record.benchmark_version,
+        profile=record.profile,
+        requested_profile=record.requested_profile,
+        score_schema_version=record.score_schema_version,
+        score_scale=record.score_scale,
+        manifest_hash=record.manifest_hash,
+        coverage_score=record.coverage_score,
+        comparable=record.comparable and record.outcome == Outcome.COMPLETE,
+        scoring_mode=record.scoring_mode,
+        overall_score=record.overall_score if scored else None,
+        quality_score=record.quality_score if scored else None,
+        speed_score=record.speed_score if scored else None,
+        reliability_score=record.reliability_score if scored else None,
+        value_score=record.value_score if scored else None,
+        speed_sample_count=record.speed_sample_count,
+        provider=record.provider,
+        engine_version=record.engine_version,
+        harness_version=record.harness_version,
+        command_used=record.command_used,
+        outcome=record.outcome,
+        error=record.error,
+        started_at=record.started_at,
+        total_runtime_sec=record.total_runtime_sec,
+        source_format=record.source_format,
+        visibility=record.visibility,
+        is_demo=is_demo,
+        is_verified=is_verified,
+        raw_payload=record.raw_payload,
+        **{name: record.speed.get(name) for name in SPEED_FIELDS},
+    )
+    _create_results(run, record)
+    return run
+
+
+def _create_results(run: Run, record: RunRecord) -> None:
+    suites = SuiteResult.objects.bulk_create(
+        SuiteResult(
+            run=run,
+            suite=s.suite,
+            score=s.score,
+            task_count=s.task_count,
+            pass_count=s.pass_count,
+            fail_count=s.fail_count,
+            median_latency_ms=s.median_latency_ms,
+        )
+        for s in record.suites
+    )
+    task_pairs = [
+        (suite, task) for suite, s in zip(suites, record.suites, strict=True) for task in s.tasks
+    ]
+    tasks = TaskResult.objects.bulk_create(
+        TaskResult(
+            suite_result=suite,
+            task_id=t.task_id,
+            passed=t.passed,
+            score=t.score,
+            latency_ms=t.latency_ms,
+            tokens_generated=t.tokens_generated,
+            tokens_prompt=t.tokens_prompt,
+            execution_ok=t.execution_ok,
+            finish_reason=t.finish_reason,
+            error=t.error,
+            output=t.output,
+            metadata=t.metadata,
+        )
+        for suite, t in task_pairs
+    )
+    SpeedSample.objects.bulk_create(
+        SpeedSample(
+            task_result=task,
+            trial_index=s.trial_index,
+            is_warmup=s.is_warmup,
+            ttft_ms=s.ttft_ms,
+            prefill_tps=s.prefill_tps,
+            decode_tps=s.decode_tps,
+            total_latency_ms=s.total_latency_ms,
+            tokens_generated=s.tokens_generated,
+            tokens_prompt=s.tokens_prompt,
+        )
+        for task, (_suite, t) in zip(tasks, task_pairs, strict=True)
+        for s in t.samples
+    )
+
+
+def _set_published(run: Run, status: str) -> None:
+    published = (
+        status == Status.APPROVED
+        and run.visibility == Visibility.PUBLIC
+        and run.outcome == Outcome.COMPLETE
+    )
+    if published != run.published:
+        run.published = published
+        run.save(update_fields=["published"])
+
+
+def set_submission_status(*, submission: Submission, status: str, note: str = "") -> Submission:
+    """Move a submission to a moderation status and enqueue the stack refresh after commit."""
+    from runs.tasks import refresh_stack_stats_task
+
+    with transaction.atomic():
+        submission.status = status
+        submission.moderation_note = note
+        submission.decided_at = timezone.now()
+        submission.save(update_fields=["status", "moderation_note", "decided_at"])
+        _set_published(submission.run, status)
+        refresh_stack_stats_task.delay_on_commit(submission.run.stack_id)
+    return submission
+
+
+# Which published run represents a stack: comparable v3 first, then legacy v2, then speed-only.
+_BEST_RUN_ORDER = [
+    (Q(score_scale=ScoreScale.V3, comparable=True), "overall_score"),
+    (Q(score_scale=ScoreScale.V2), "overall_score"),
+    (Q(score_scale=ScoreScale.SPEED_ONLY), "decode_tps_median"),
+]
+
+
+def refresh_stack_stats(*, stack_ids: Iterable[int]) -> int:
+    """Recompute each stack's best run and counts from its published runs."""
+    ids = sorted(set(stack_ids))
+    if not ids:
+        return 0
+    counts = {
+        row["stack_id"]: row
+        for row in Run.objects.published()
+        .filter(stack_id__in=ids)
+        .values("stack_id")
+        .annotate(
+            runs=Count("id"),
+            submitters=Count(
+                "submission__submitter_name", distinct=True, filter=Q(submission__submitter=None)
+            )
+            + Count("submission__submitter", distinct=True),
+        )
+    }
+    best: dict[int, int] = {}
+    for condition, order in _BEST_RUN_ORDER:
+        remaining = [i for i in ids if i not in best]
+        if not remaining:
+            break
+        rows = (
+            Run.objects.published()
+            .filter(condition, stack_id__in=remaining)
+            .order_by("stack_id", F(order).desc(nulls_last=True), "-started_at", "id")
+            .values_list("stack_id", "id")
+        )
+        for stack_id, run_id in rows:
+            best.setdefault(stack_id, run_id)
+    now = timezone.now()
+    stacks = list(Stack.objects.filter(id__in=ids))
+    for stack in stacks:
+        row = counts.get(stack.id, {})
+        stack.best_run_id = best.get(stack.id)
+        stack.published_run_count = row.get("runs", 0)
+        stack.submitter_count = row.get("submitters", 0)
+        stack.stats_refreshed_at = now
+    Stack.objects.bulk_update(
+        stacks,
+        ["best_run", "published_run_count", "submitter_count", "stats_refreshed_at"],
+        batch_size=1000,
+    )
+    return len(stacks)
+
+
+def refresh_stale_stack_stats(*, older_than_hours: int = 24, limit: int = 5000) -> int:
+    cutoff = timezone.now() - timezone.timedelta(hours=older_than_hours)
+    ids = list(
+        Stack.objects.filter(Q(stats_refreshed_at__lt=cutoff) | Q(stats_refreshed_at=None))
+        .order_by("stats_refreshed_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    return refresh_stack_stats(stack_ids=ids)

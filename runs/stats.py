@@ -1,0 +1,41 @@
+"""Summary statistics for speed samples (no Django imports)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Linear interpolation between closest ranks, at position (n - 1) * fraction."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    position = (len(sorted_values) - 1) * fraction
+    lower = int(position)
+    upper = min(lower + 1, len(sorted_values) - 1)
+    weight = position - lower
+    return sorted_values[lower] * (1 - weight) + sorted_values[upper] * weight
+
+
+def summarise(values: Iterable[float | None], *, lower_is_better: bool = False) -> dict:
+    """median, mean, stdev (sample; 0 below two values), p5, p95, peak and n of the values."""
+    clean = sorted(v for v in values if v is not None)
+    if not clean:
+        return {
+            "median": None,
+            "mean": None,
+            "stdev": None,
+            "p5": None,
+            "p95": None,
+            "peak": None,
+            "n": 0,
+        }
+    return {
+        "median": statistics.median(clean),
+        "mean": statistics.fmean(clean),
+        "stdev": statistics.stdev(clean) if len(clean) > 1 else 0.0,
+        "p5": percentile(clean, 0.05),
+        "p95": percentile(clean, 0.95),
+        "peak": clean[0] if lower_is_better else clean[-1],
+        "n": len(clean),
+    }

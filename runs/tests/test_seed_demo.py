@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from runs.models import Run, Stack, SuiteResult
+from submissions.models import Submission
+
+pytestmark = pytest.mark.django_db
+
+
+def test_seed_demo_fills_an_empty_database_once(settings, fixtures_dir) -> None:
+    settings.BENCHLOOP_FIXTURES_DIR = fixtures_dir
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+
+    assert Run.objects.filter(is_demo=True).count() > 100
+    # The real fixture files come along, unmarked: they are not synthetic.
+    assert Run.objects.filter(source_format="leaderboard-v1", is_demo=False).count() == 17
+    assert Run.objects.filter(source_format="leaderboard-v2").count() == 0  # unlicensed file
+    assert Stack.objects.filter(best_run__isnull=False).count() > 50
+    before = Run.objects.count()
+
+    call_command("seed_demo", stdout=out)
+    assert Run.objects.count() == before
+    assert "already present" in out.getvalue()
+
+
+def test_seed_demo_runs_builds_a_bulk_dataset() -> None:
+    out = io.StringIO()
+    call_command("seed_demo", "--runs", "1500", stdout=out)
+
+    assert Run.objects.count() == 1500
+    assert Submission.objects.filter(status="approved").count() == 1500
+    assert SuiteResult.objects.count() == 1500 * 5
+    run = Run.objects.order_by("?").first()
+    assert run.published and run.is_demo and run.comparable
+    assert 0 < run.decode_tps_median < 2000
+    assert run.decode_tps_p5 <= run.decode_tps_median <= run.decode_tps_p95
+    expected = round(
+        0.70 * run.quality_score + 0.25 * run.speed_score + 0.05 * run.reliability_score, 2
+    )
+    assert run.overall_score == pytest.approx(expected, abs=0.011)
+    assert Stack.objects.filter(best_run__isnull=False).count() == Stack.objects.count()
+    assert "runs/s" in out.getvalue()

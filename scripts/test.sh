@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# README command 2: the whole test suite on PostgreSQL and Redis (started here if stopped).
+source "$(dirname "$0")/_env.sh"
+cd "$ROOT"
+ensure_venv "dev"
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  echo "==> starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
+  for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  echo "==> starting Redis"
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
+  for _ in $(seq 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
+fi
+
+export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/benchloop}"
+export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
+export DEBUG=True
+exec "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" "$@"

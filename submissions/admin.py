@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from runs.services import set_submission_status
+from submissions.models import Status, Submission
+
+
+@admin.register(Submission)
+class SubmissionAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "run",
+        "channel",
+        "status",
+        "display_submitter",
+        "client_run_id",
+        "created_at",
+        "decided_at",
+    ]
+    list_filter = ["status", "channel", "created_at"]
+    search_fields = ["client_run_id", "submitter_name", "submitter__username", "source_name"]
+    raw_id_fields = ["run", "submitter"]
+    readonly_fields = ["status", "decided_at", "created_at"]
+    list_select_related = ["run__stack", "submitter"]
+    actions = ["approve", "reject"]
+
+    @admin.action(description="Approve selected submissions")
+    def approve(self, request, queryset) -> None:
+        self._decide(request, queryset, Status.APPROVED)
+
+    @admin.action(description="Reject selected submissions")
+    def reject(self, request, queryset) -> None:
+        self._decide(request, queryset, Status.REJECTED)
+
+    def _decide(self, request, queryset, status: str) -> None:
+        for submission in queryset.select_related("run"):
+            set_submission_status(
+                submission=submission, status=status, note=f"admin action by {request.user}"
+            )
+        messages.success(request, f"{queryset.count()} submission(s) now {status}.")

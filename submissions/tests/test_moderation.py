@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
+from runs.models import Stack
+from runs.services import import_records, set_submission_status
+from submissions.models import Status, Submission
+
+pytestmark = pytest.mark.django_db
+
+
+def _pending_run() -> Submission:
+    record = RunRecord(
+        source_format="run-v3",
+        started_at=datetime(2026, 11, 2, tzinfo=UTC),
+        model_id="gemma3:12b",
+        score_scale="v3",
+        client_run_id="x",
+        comparable=True,
+        overall_score=61.0,
+        quality_score=60.0,
+        speed_score=65.0,
+        reliability_score=100.0,
+        value_score=20.0,
+        hardware=HardwareRecord(gpu="RTX 3090", vram_gb=24),
+        suites=[SuiteRecord(suite="toolcall", score=60.0, task_count=15, pass_count=9)],
+    )
+    run = import_records([record], status=Status.PENDING).created[0]
+    return run.submission
+
+
+def test_approving_publishes_the_run_and_enqueues_a_stack_refresh(
+    django_capture_on_commit_callbacks,
+) -> None:
+    submission = _pending_run()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        set_submission_status(submission=submission, status=Status.APPROVED, note="looks right")
+
+    submission.refresh_from_db()
+    assert submission.status == Status.APPROVED
+    assert submission.decided_at is not None
+    assert submission.run.published
+    assert len(callbacks) == 1  # the refresh task, sent only once the decision is committed
+
+
+def test_rejecting_unpublishes_and_the_refresh_drops_the_run() -> None:
+    submission = _pending_run()
+    set_submission_status(submission=submission, status=Status.APPROVED)
+    from runs.services import refresh_stack_stats
+
+    refresh_stack_stats(stack_ids=[submission.run.stack_id])
+    assert Stack.objects.get().best_run_id == submission.run_id
+
+    set_submission_status(submission=submission, status=Status.REJECTED, note="implausible")
+    refresh_stack_stats(stack_ids=[submission.run.stack_id])
+
+    submission.run.refresh_from_db()
+    assert not submission.run.published
+    assert Stack.objects.get().best_run is None

@@ -52,6 +52,7 @@ class Submission(models.Model):
     objects = SubmissionQuerySet.as_manager()
 
     class Meta:
+        permissions = [("moderate_submission", "Can moderate submissions")]
         indexes = [
             models.Index(
                 fields=["status", "created_at"],

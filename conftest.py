@@ -1,11 +1,20 @@
-"""Project-wide test setup: real Postgres and Redis, a fast password hasher, fixture paths."""
+"""Project-wide test setup: real Postgres and Redis, a fast password hasher, fixture paths, and
+the cast: alice uploads with a key, bob moderates, mallory is another signed-up user."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.core.servers.basehttp import ThreadedWSGIServer
+from django.test import Client
+
+# live_server's listen backlog is socketserver's default of 5: a burst of 50 concurrent clients
+# would see connection resets that a real server (gunicorn's backlog is 2048) never causes.
+ThreadedWSGIServer.request_queue_size = 256
 
 REPO = Path(__file__).resolve().parent
 FIXTURES = Path(os.environ.get("BENCHLOOP_FIXTURES_DIR", REPO.parent / "shared/fixtures/benchloop"))
@@ -25,9 +34,36 @@ def _require_real_services(request: pytest.FixtureRequest) -> None:
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _empty_test_queue(_require_real_services) -> None:
+    """Tasks enqueued by tests (no worker consumes the test broker) must not pile up."""
+    from benchloop_site.celery import app
+
+    app.control.purge()
+
+
 @pytest.fixture(autouse=True)
 def _fast_hasher(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def throttle_rates(monkeypatch) -> dict:
+    """Generous limits by default; a test that checks throttling sets its own (DRF reads the
+    rates into a class attribute at import, so the settings fixture cannot change them)."""
+    from rest_framework.throttling import SimpleRateThrottle
+
+    rates = dict.fromkeys(SimpleRateThrottle.THROTTLE_RATES, "100000/minute")
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", rates)
+    return rates
+
+
+@pytest.fixture
+def unique_address() -> str:
+    """A client address no earlier run has used, so throttle counters start from zero."""
+    import random
+
+    return f"10.{random.randint(0, 255)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +71,76 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"fixture folder {FIXTURES} is missing (set BENCHLOOP_FIXTURES_DIR)")
     return FIXTURES
+
+
+# --- the cast ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def alice(db) -> User:
+    return User.objects.create_user("alice", "alice@example.org", "correct horse battery")
+
+
+@pytest.fixture
+def alice_key(alice) -> str:
+    from submissions.services import create_api_key
+
+    return create_api_key(user=alice, name="laptop", scopes=["submit", "read"])[1]
+
+
+@pytest.fixture
+def mallory(db) -> User:
+    return User.objects.create_user("mallory", "mallory@example.org", "another good password")
+
+
+@pytest.fixture
+def mallory_key(mallory) -> str:
+    from submissions.services import create_api_key
+
+    return create_api_key(user=mallory, name="mine", scopes=["submit", "read"])[1]
+
+
+@pytest.fixture
+def bob(db) -> User:
+    user = User.objects.create_user("bob", "bob@example.org", "moderating all day")
+    # get_or_create: a transactional test's flush removes what the data migration created.
+    group, _ = Group.objects.get_or_create(name="moderator")
+    group.permissions.add(Permission.objects.get(codename="moderate_submission"))
+    user.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def bob_client(bob) -> Client:
+    client = Client()
+    client.force_login(bob)
+    return client
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def envelope(fixtures_dir: Path) -> dict:
+    return json.loads((fixtures_dir / "generated/v3-full-local/publish-payload.json").read_text())
+
+
+@pytest.fixture
+def v2_run(fixtures_dir: Path) -> dict:
+    return json.loads((fixtures_dir / "generated/v2-0.2.3-local/run.json").read_text())
+
+
+@pytest.fixture
+def smoke_run(fixtures_dir: Path) -> dict:
+    return json.loads((fixtures_dir / "generated/v3-smoke-local-run.json").read_text())
+
+
+@pytest.fixture
+def operator(alice, alice_key) -> User:
+    """alice is also a lab operator."""
+    alice.user_permissions.add(Permission.objects.get(codename="operate_lab"))
+    return alice

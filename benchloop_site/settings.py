@@ -64,6 +64,14 @@ else:
 
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
+# Keyed hashes of API keys, device codes and uploader addresses use their own secret, so a
+# leaked SECRET_KEY alone does not let anyone test guesses against stored key hashes.
+API_KEY_PEPPER = env_secret("API_KEY_PEPPER")
+if not API_KEY_PEPPER:
+    if not DEBUG:
+        raise ImproperlyConfigured("API_KEY_PEPPER must be set when DEBUG is off.")
+    API_KEY_PEPPER = "development-only-api-key-pepper"
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -74,6 +82,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
     "runs",
@@ -175,8 +184,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Longer than the longest job, or Redis redelivers a running job to a second worker.
+    # Priorities 0-9 map to Redis sub-queues; Celery serves lower numbers first.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 4 * 3600)
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 4 * 3600),
+        "queue_order_strategy": "priority",
+        "priority_steps": list(range(10)),
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -189,9 +201,51 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["submissions.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": os.environ.get("THROTTLE_ANON", "120/minute"),
+        "user": os.environ.get("THROTTLE_USER", "600/minute"),
+        "upload": os.environ.get("THROTTLE_UPLOAD", "120/minute"),
+        "legacy_submit": os.environ.get("THROTTLE_LEGACY_SUBMIT", "20/hour"),
+        "device": os.environ.get("THROTTLE_DEVICE", "30/hour"),
+    },
+    "EXCEPTION_HANDLER": "submissions.errors.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "BenchLoop API", "VERSION": "1.0.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "BenchLoop API",
+    "DESCRIPTION": "Upload benchmark runs and read the leaderboard of local LLM stacks.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Swagger UI's files are served from this site (whitenoise), never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+# Throttle counters and other short-lived state: Redis when the broker is Redis, else local memory.
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ.get("CACHE_URL", CELERY_BROKER_URL),
+        }
+        if CELERY_BROKER_URL.startswith("redis://")
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    )
+}
+# Largest accepted upload body; a full bundle with every trial is well under 2 MiB.
+BENCHLOOP_MAX_UPLOAD_BYTES = env_int("BENCHLOOP_MAX_UPLOAD_BYTES", 5 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHLOOP_MAX_UPLOAD_BYTES
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "accounts:profile"
+LOGOUT_REDIRECT_URL = "leaderboard:home"
 
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
@@ -238,9 +292,17 @@ BENCHLOOP_FIXTURES_DIR = Path(
     os.environ.get("BENCHLOOP_FIXTURES_DIR", BASE_DIR.parent / "shared" / "fixtures" / "benchloop")
 )
 
+# Lab jobs: how often a running job reports in, and after how much silence it is presumed lost.
+BENCHLOOP_JOB_HEARTBEAT_SECONDS = env_int("BENCHLOOP_JOB_HEARTBEAT_SECONDS", 5)
+BENCHLOOP_JOB_STALE_SECONDS = env_int("BENCHLOOP_JOB_STALE_SECONDS", 60)
+
 CELERY_BEAT_SCHEDULE = {
     "every-hour-refresh-stale-stack-stats": {
         "task": "runs.refresh_stale_stack_stats",
         "schedule": 3600.0,
+    },
+    "every-30-seconds-reap-stale-jobs": {
+        "task": "worker.reap_stale_jobs",
+        "schedule": 30.0,
     },
 }

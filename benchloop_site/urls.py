@@ -2,11 +2,26 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from leaderboard.views import healthz
+from submissions.api import LegacySubmitView
+
+api_v1 = [
+    path("", include("submissions.api_urls")),
+    path("", include("runs.api_urls")),
+    path("", include("worker.api_urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+]
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("submit", LegacySubmitView.as_view(), name="legacy-submit"),
+    path("account/", include("submissions.urls")),
+    path("lab/", include("worker.urls")),
+    path("", include("submissions.moderation_urls")),
     path("", include("leaderboard.urls")),
 ]

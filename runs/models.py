@@ -282,6 +282,12 @@ class Run(models.Model):
             models.Index(fields=["hardware", "published"], name="run_hardware_idx"),
             models.Index(fields=["-started_at"], name="run_started_idx"),
             models.Index(fields=["manifest_hash"], name="run_manifest_idx"),
+            # The landing page's "newest verified results".
+            models.Index(
+                models.F("started_at").desc(),
+                condition=Q(published=True, is_verified=True),
+                name="run_verified_recent_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

@@ -75,7 +75,7 @@ def import_records(
                 # A savepoint per run: a concurrent importer that wins the race turns this
                 # run into a skip instead of aborting the whole file.
                 with transaction.atomic():
-                    run = _create_run(record, key, is_demo=is_demo, is_verified=is_verified)
+                    run = create_run(record, key, is_demo=is_demo, is_verified=is_verified)
                     Submission.objects.create(
                         run=run,
                         channel=channel,
@@ -85,7 +85,7 @@ def import_records(
                         source_name=source_name[:255],
                         decided_at=timezone.now() if status == Status.APPROVED else None,
                     )
-                    _set_published(run, status)
+                    set_published(run, status)
             except IntegrityError:
                 if not Run.objects.filter(fingerprint=key).exists():
                     raise
@@ -96,7 +96,10 @@ def import_records(
     return result
 
 
-def _create_run(record: RunRecord, key: str, *, is_demo: bool, is_verified: bool) -> Run:
+def create_run(
+    record: RunRecord, key: str, *, is_demo: bool = False, is_verified: bool = False
+) -> Run:
+    """The run with its hardware, stack, suites, tasks and samples (no submission)."""
     hardware = None
     if record.hardware is not None:
         hw = record.hardware
@@ -210,7 +213,8 @@ def _create_results(run: Run, record: RunRecord) -> None:
     )
 
 
-def _set_published(run: Run, status: str) -> None:
+def set_published(run: Run, status: str) -> None:
+    """Keep the denormalised `published` flag in step with moderation and visibility."""
     published = (
         status == Status.APPROVED
         and run.visibility == Visibility.PUBLIC
@@ -219,20 +223,6 @@ def _set_published(run: Run, status: str) -> None:
     if published != run.published:
         run.published = published
         run.save(update_fields=["published"])
-
-
-def set_submission_status(*, submission: Submission, status: str, note: str = "") -> Submission:
-    """Move a submission to a moderation status and enqueue the stack refresh after commit."""
-    from runs.tasks import refresh_stack_stats_task
-
-    with transaction.atomic():
-        submission.status = status
-        submission.moderation_note = note
-        submission.decided_at = timezone.now()
-        submission.save(update_fields=["status", "moderation_note", "decided_at"])
-        _set_published(submission.run, status)
-        refresh_stack_stats_task.delay_on_commit(submission.run.stack_id)
-    return submission
 
 
 # Which published run represents a stack: comparable v3 first, then legacy v2, then speed-only.

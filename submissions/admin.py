@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from runs.services import set_submission_status
 from submissions.models import Status, Submission
+from submissions.services import moderate_submission
 
 
 @admin.register(Submission)
@@ -35,7 +35,10 @@ class SubmissionAdmin(admin.ModelAdmin):
 
     def _decide(self, request, queryset, status: str) -> None:
         for submission in queryset.select_related("run"):
-            set_submission_status(
-                submission=submission, status=status, note=f"admin action by {request.user}"
+            moderate_submission(
+                submission=submission,
+                status=status,
+                moderator=request.user,
+                reason=f"admin action by {request.user}",
             )
         messages.success(request, f"{queryset.count()} submission(s) now {status}.")

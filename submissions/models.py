@@ -42,9 +42,18 @@ class Submission(models.Model):
         related_name="submissions",
     )
     # Public display name for rows without an account (imports credit their original author).
-    submitter_name = models.CharField(max_length=150, blank=True)
+    submitter_name = models.CharField(max_length=150, blank=True, db_index=True)
     client_run_id = models.CharField(max_length=200, blank=True)
     source_name = models.CharField(max_length=255, blank=True, help_text="file or job it came from")
+    api_key = models.ForeignKey(
+        "ApiKey", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Identical content under a new client run id is a duplicate, not a new run.
+    content_hash = models.CharField(max_length=64, blank=True)
+    # Why integrity checks flagged it, shown to moderators and to the submitter.
+    flag_reasons = models.JSONField(default=list, blank=True)
+    # Private: a keyed hash of the uploader's address (rate limits, abuse), never the address.
+    uploader_key = models.CharField(max_length=64, blank=True)
     moderation_note = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -67,6 +76,11 @@ class Submission(models.Model):
                 condition=Q(submitter__isnull=False) & ~Q(client_run_id=""),
                 name="submission_unique_submitter_client_run",
             ),
+            models.UniqueConstraint(
+                fields=["submitter", "content_hash"],
+                condition=Q(submitter__isnull=False) & ~Q(content_hash=""),
+                name="submission_unique_submitter_content",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -77,3 +91,153 @@ class Submission(models.Model):
         if self.submitter_id:
             return self.submitter.get_username()
         return self.submitter_name or "anonymous"
+
+
+class SubmitterProfile(models.Model):
+    """Per-account trust: a trusted submitter's clean uploads skip the moderation queue."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="submitter_profile"
+    )
+    is_trusted = models.BooleanField(default=False)
+    trusted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    trusted_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} ({'trusted' if self.is_trusted else 'untrusted'})"
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def active(self) -> ApiKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiKey(models.Model):
+    """A `bl_…` key; only an 8-character lookup prefix and a keyed hash are stored."""
+
+    SCOPES = ("submit", "read")
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=8, unique=True)
+    hashed_key = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "revoked_at"], name="apikey_user_active_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} (bl_{self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            from django.utils import timezone
+
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+
+class DeviceAuthorization(models.Model):
+    """One `benchloop login`: the CLI polls a device code, a signed-in user approves its code."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        CONSUMED = "consumed"
+
+    device_code_hash = models.CharField(max_length=64, unique=True)
+    user_code = models.CharField(max_length=9, unique=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    client_name = models.CharField(max_length=100, blank=True)
+    interval = models.PositiveSmallIntegerField(default=5)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    api_key = models.ForeignKey(
+        ApiKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.user_code} ({self.state})"
+
+
+class ModerationDecision(models.Model):
+    """Audit log: every status change of a submission, by whom and why."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="decisions")
+    moderator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    from_status = models.CharField(max_length=10, choices=Status.choices)
+    to_status = models.CharField(max_length=10, choices=Status.choices)
+    reason = models.TextField(blank=True)
+    automatic = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.from_status} → {self.to_status}"
+
+
+class RunReport(models.Model):
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="reports")
+    reporter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    reason = models.TextField(max_length=2000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "reporter"], name="runreport_once_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"report on run {self.run_id}"
+
+
+class UploadAttempt(models.Model):
+    """Every upload try per submitter and stack, counted publicly as best-of-N."""
+
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    # Anonymous legacy uploads are counted per keyed hash of the address, never the address.
+    anonymous_key = models.CharField(max_length=64, blank=True)
+    stack = models.ForeignKey("runs.Stack", on_delete=models.CASCADE, related_name="attempts")
+    run = models.ForeignKey(
+        "runs.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["stack", "submitter"], name="attempt_stack_submitter_idx")]
+
+    def __str__(self) -> str:
+        return f"attempt on stack {self.stack_id}"

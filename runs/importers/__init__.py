@@ -10,11 +10,19 @@ from runs.importers.exports import (
     parse_speed_jsonl,
 )
 from runs.importers.records import FormatError, Node, RunRecord, load_json
-from runs.importers.runjson import check_not_empty, parse_envelope, parse_run
+from runs.importers.runjson import check_not_empty, parse_run
+from runs.importers.upgrade import UnsupportedVersion, upgrade
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
-__all__ = ["FormatError", "RunRecord", "parse_document", "parse_path"]
+__all__ = [
+    "FormatError",
+    "RunRecord",
+    "UnsupportedVersion",
+    "parse_document",
+    "parse_path",
+    "parse_run_payload",
+]
 
 
 def parse_path(path: Path, *, model_id: str = "") -> list[RunRecord]:
@@ -41,15 +49,18 @@ def detect_format(data: object) -> str:
         return "leaderboard-v1"
     if "runs" in data and "generated_at" in data:
         return "leaderboard-v2"
-    if "run" in data and isinstance(data.get("run"), dict):
-        return "envelope-v3"
-    if data.get("status") == "failed":
-        return "failed-v3"
-    if "bundle_schema_version" in data:
-        return "bundle-1"
-    if "suites" in data and "model" in data:
-        return "run-v3" if "score_schema_version" in data else "run-v2"
-    raise node.fail("unrecognised format (not a run, envelope, export or bundle)")
+    return "run"
+
+
+def parse_run_payload(data: dict) -> RunRecord:
+    """Any run-shaped payload, through the upgrader chain, into one record."""
+    bundle, kind, visibility = upgrade(data)
+    node = Node(bundle, "run" if kind == "envelope-v3" else "")
+    record = parse_run(node, kind)
+    record.visibility = visibility if visibility in ("public", "unlisted", "private") else "public"
+    record.raw_payload = data
+    check_not_empty(record, node)
+    return record
 
 
 def parse_document(data: object) -> list[RunRecord]:
@@ -60,6 +71,4 @@ def parse_document(data: object) -> list[RunRecord]:
         return parse_leaderboard_v1(node)
     if kind == "leaderboard-v2":
         return parse_leaderboard_v2(node)
-    record = parse_envelope(node) if kind == "envelope-v3" else parse_run(node, kind)
-    check_not_empty(record, node.get("run") if kind == "envelope-v3" else node)
-    return [record]
+    return [parse_run_payload(node.obj())]

@@ -15,8 +15,6 @@ from runs.importers.records import (
     TaskRecord,
 )
 
-KNOWN_SCORE_MAJORS = {"3"}
-KNOWN_BUNDLE_MAJORS = {"1"}
 MAX_OUTPUT = 20_000
 _CTX_FLAG = re.compile(r"(?:^|\s)(?:-c|--ctx-size)\s+(\d+)")
 _KV_FLAG = re.compile(r"(?:^|\s)(?:-ctk|--cache-type-k)\s+(\S+)")
@@ -24,20 +22,10 @@ _DRAFT_FLAG = re.compile(r"(?:^|\s)(?:-md|--model-draft)\s+(\S+)")
 
 
 def parse_run(node: Node, source_format: str) -> RunRecord:
-    """One run.json-shaped object (v2, v3, failed record or our bundle) into a record."""
+    """One bundle-1 object (every older run format is upgraded to it first) into a record."""
     data = node.obj()
     score_schema = node.get("score_schema_version", required=False).str()
-    if source_format == "bundle-1":
-        major = node.get("bundle_schema_version").str().split(".")[0]
-        if major not in KNOWN_BUNDLE_MAJORS:
-            raise node.get("bundle_schema_version").fail(f"unknown bundle schema major {major!r}")
-    if score_schema:
-        major = score_schema.split(".")[0]
-        if major not in KNOWN_SCORE_MAJORS:
-            raise node.get("score_schema_version").fail(
-                f"unknown score schema version {score_schema!r}"
-            )
-    scale = "v3" if score_schema else "v2"
+    scale = "v2" if score_schema.split(".")[0] in ("", "2") else "v3"
 
     model = node.get("model")
     model_id = model.get("model_id").str(max_length=300)
@@ -51,14 +39,11 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
 
     record = RunRecord(
         source_format=source_format,
+        score_schema_version="" if scale == "v2" else score_schema,
         started_at=node.get("timestamp").timestamp(),
         model_id=model_id,
         score_scale=scale,
-        client_run_id=(
-            node.get("client_run_id", required=False).str(max_length=200)
-            or node.get("source_run_id", required=False).str(max_length=200)
-            or node.get("run_id", required=False).str(max_length=200)
-        ),
+        client_run_id=node.get("client_run_id", required=False).str(max_length=200),
         quantization=model.get("quantization", required=False).str(max_length=40)
         or parsed_model["quantization"],
         model_sha256=model.get("sha256", required=False).str(max_length=64),
@@ -71,7 +56,6 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
         benchmark_version=node.get("benchmark_version", required=False).str(max_length=20),
         profile=node.get("benchmark_profile", required=False).str(max_length=20),
         requested_profile=node.get("requested_profile", required=False).str(max_length=20),
-        score_schema_version=score_schema,
         manifest_hash=node.get("manifest_hash", required=False).str(max_length=80),
         coverage_score=node.get("coverage_score", required=False).score(),
         comparable=bool(node.get("comparable", required=False).bool()),
@@ -82,12 +66,12 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
     if machine.value is not None:
         record.hardware = _hardware(machine)
     _apply_launch(record, node, command_used)
-    if source_format == "failed-v3" or data.get("status") == "failed":
+    if data.get("status") == "failed":
         record.outcome = "failed"
         record.error = node.get("error", required=False).str(max_length=100_000)[:2000]
         record.comparable = False
         return record
-    if data.get("status") == "incomplete":
+    if data.get("status") in ("incomplete", "cancelled"):
         record.outcome = "incomplete"
         record.comparable = False
     for name in ("overall", "quality", "speed", "reliability", "value"):
@@ -252,20 +236,9 @@ def _apply_speed(record: RunRecord, node: Node) -> None:
     record.speed_sample_count = metrics.get("sample_count", required=False).int()
 
 
-def parse_envelope(node: Node) -> RunRecord:
-    """The v3 publish body {run, visibility, create_post}."""
-    visibility = node.get("visibility", required=False).str(default="public")
-    if visibility not in ("public", "unlisted", "private"):
-        raise node.get("visibility").fail(f"unknown visibility {visibility!r}")
-    record = parse_run(node.get("run"), "envelope-v3")
-    record.visibility = visibility
-    record.raw_payload = node.obj()
-    return record
-
-
 def check_not_empty(record: RunRecord, node: Node) -> None:
     if record.outcome == "complete" and not record.suites:
         raise node.get("suites").fail("a completed run has no suites")
 
 
-__all__ = ["FormatError", "check_not_empty", "parse_envelope", "parse_run"]
+__all__ = ["FormatError", "check_not_empty", "parse_run"]

@@ -34,7 +34,7 @@ def test_seed_demo_runs_builds_a_bulk_dataset() -> None:
 
     assert Run.objects.count() == 1500
     assert Submission.objects.filter(status="approved").count() == 1500
-    assert SuiteResult.objects.count() == 1500 * 5
+    assert SuiteResult.objects.count() == 1500 * 6
     run = Run.objects.order_by("?").first()
     assert run.published and run.is_demo and run.comparable
     assert 0 < run.decode_tps_median < 2000

@@ -6,8 +6,9 @@ import pytest
 
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
 from runs.models import Stack
-from runs.services import import_records, set_submission_status
+from runs.services import import_records
 from submissions.models import Status, Submission
+from submissions.services import moderate_submission
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +39,9 @@ def test_approving_publishes_the_run_and_enqueues_a_stack_refresh(
     submission = _pending_run()
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        set_submission_status(submission=submission, status=Status.APPROVED, note="looks right")
+        moderate_submission(
+            submission=submission, status=Status.APPROVED, moderator=None, reason="looks right"
+        )
 
     submission.refresh_from_db()
     assert submission.status == Status.APPROVED
@@ -49,13 +52,15 @@ def test_approving_publishes_the_run_and_enqueues_a_stack_refresh(
 
 def test_rejecting_unpublishes_and_the_refresh_drops_the_run() -> None:
     submission = _pending_run()
-    set_submission_status(submission=submission, status=Status.APPROVED)
+    moderate_submission(submission=submission, status=Status.APPROVED, moderator=None)
     from runs.services import refresh_stack_stats
 
     refresh_stack_stats(stack_ids=[submission.run.stack_id])
     assert Stack.objects.get().best_run_id == submission.run_id
 
-    set_submission_status(submission=submission, status=Status.REJECTED, note="implausible")
+    moderate_submission(
+        submission=submission, status=Status.REJECTED, moderator=None, reason="implausible"
+    )
     refresh_stack_stats(stack_ids=[submission.run.stack_id])
 
     submission.run.refresh_from_db()

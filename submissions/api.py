@@ -1,0 +1,347 @@
+"""Upload and device-login endpoints (DRF). Each view validates, calls a service, serialises."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
+from rest_framework.views import APIView
+
+from runs.importers import FormatError, UnsupportedVersion
+from runs.importers.upgrade import SCHEMA_PATH, check_versions, schema_errors, upgrade
+from submissions import keys
+from submissions.errors import ApiError
+from submissions.models import Channel, UploadAttempt
+from submissions.permissions import scope_required
+from submissions.services import (
+    DEVICE_CODE_LIFETIME,
+    DeviceTokenError,
+    SubmissionConflict,
+    UploadOutcome,
+    poll_device_token,
+    start_device_authorization,
+    submit_run,
+)
+
+MAX_JSON_DEPTH = 64
+DEVICE_CODE_LIFETIME_SECONDS = int(DEVICE_CODE_LIFETIME.total_seconds())
+
+
+class UploadThrottle(UserRateThrottle):
+    scope = "upload"
+
+
+class LegacySubmitThrottle(AnonRateThrottle):
+    scope = "legacy_submit"
+
+
+class DeviceThrottle(AnonRateThrottle):
+    scope = "device"
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not allowed in JSON")
+
+
+def read_json_body(request: Request) -> dict:
+    """The body as a JSON object, with every way it can be wrong mapped to a 4xx ApiError."""
+    limit = settings.BENCHLOOP_MAX_UPLOAD_BYTES
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > limit:
+        raise ApiError(413, "payload_too_large", f"The body is larger than {limit} bytes.")
+    try:
+        raw = request._request.body  # Django enforces DATA_UPLOAD_MAX_MEMORY_SIZE here
+    except RequestDataTooBig:
+        raise ApiError(
+            413, "payload_too_large", f"The body is larger than {limit} bytes."
+        ) from None
+    if len(raw) > limit:
+        raise ApiError(413, "payload_too_large", f"The body is larger than {limit} bytes.")
+    content_type = request.META.get("CONTENT_TYPE", "").split(";")[0].strip()
+    if content_type not in ("application/json", ""):
+        raise ApiError(415, "unsupported_media_type", "Send the run as application/json.")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise ApiError(400, "malformed_json", "The body is not UTF-8.") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(
+            400,
+            "malformed_json",
+            f"The body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.",
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, "malformed_json", f"The body is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise ApiError(
+            400,
+            "invalid",
+            "The body must be a JSON object.",
+            [{"path": "(body)", "message": "expected an object"}],
+        )
+    problem = _unsafe_value(data)
+    if problem:
+        raise ApiError(400, "invalid", problem)
+    return data
+
+
+def _unsafe_value(value: object, level: int = 0) -> str:
+    """Too deep, or a number JSON cannot hold (1e999 parses as infinity): explain, else ""."""
+    if level > MAX_JSON_DEPTH:
+        return f"The body nests deeper than {MAX_JSON_DEPTH} levels."
+    if isinstance(value, float) and not math.isfinite(value):
+        return "The body contains a number too large to represent."
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    )
+    for child in children:
+        problem = _unsafe_value(child, level + 1)
+        if problem:
+            return problem
+    return ""
+
+
+def validate_upload(data: dict) -> None:
+    """422 for unknown majors, 400 with every failing path for schema violations."""
+    try:
+        check_versions(data)
+        bundle, kind, _visibility = upgrade(data)
+    except UnsupportedVersion as exc:
+        raise ApiError(
+            422,
+            "unsupported_version",
+            exc.message,
+            [{"path": exc.position, "message": exc.message}],
+        ) from None
+    except FormatError as exc:
+        raise ApiError(
+            400, "invalid", exc.message, [{"path": exc.position, "message": exc.message}]
+        ) from None
+    errors = schema_errors(bundle)
+    if errors:
+        prefix = "run." if kind == "envelope-v3" else ""
+        for error in errors:
+            if error["path"] != "(body)":
+                error["path"] = prefix + error["path"]
+        raise ApiError(400, "invalid", "The run does not match the upload schema.", errors)
+    visibility = data.get("visibility", "public")
+    if kind == "envelope-v3" and visibility not in ("public", "unlisted", "private"):
+        raise ApiError(
+            400,
+            "invalid",
+            "Unknown visibility.",
+            [
+                {
+                    "path": "visibility",
+                    "message": f"{str(visibility)[:40]!r} is not one of public, unlisted, private",
+                }
+            ],
+        )
+
+
+def _submit(data: dict, **kwargs) -> UploadOutcome:
+    validate_upload(data)
+    try:
+        return submit_run(payload=data, **kwargs)
+    except UnsupportedVersion as exc:
+        raise ApiError(422, "unsupported_version", exc.message) from None
+    except FormatError as exc:
+        raise ApiError(
+            400, "invalid", exc.message, [{"path": exc.position, "message": exc.message}]
+        ) from None
+    except SubmissionConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+
+
+class RunUploadView(APIView):
+    """POST /api/v1/runs: upload a run bundle or a v3 publish envelope (API key, submit scope)."""
+
+    permission_classes = [scope_required("submit")]
+    throttle_classes = [UploadThrottle]
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        url = serializers.CharField()
+        client_run_id = serializers.CharField()
+        status = serializers.CharField()
+        flag_reasons = serializers.ListField(child=serializers.CharField())
+        duplicate = serializers.BooleanField()
+        attempts = serializers.IntegerField(help_text="uploads by you for this stack (best-of-N)")
+
+    @extend_schema(
+        request=inline_serializer("RunUpload", {"run": serializers.DictField(required=False)}),
+        responses={
+            201: OutputSerializer,
+            200: OutputSerializer,
+            400: OpenApiResponse(description="malformed JSON or schema violations"),
+            401: OpenApiResponse(description="no or bad API key"),
+            403: OpenApiResponse(description="key lacks the submit scope"),
+            409: OpenApiResponse(description="another account owns this run"),
+            413: OpenApiResponse(description="body too large"),
+            422: OpenApiResponse(description="unknown schema major version"),
+            429: OpenApiResponse(description="throttled"),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = read_json_body(request)
+        outcome = _submit(
+            data, channel=Channel.API_KEY, submitter=request.user, api_key=request.auth
+        )
+        code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
+        return Response(self.OutputSerializer(_upload_result(outcome)).data, status=code)
+
+
+def _upload_result(outcome: UploadOutcome) -> dict:
+    submission = outcome.submission
+    attempts = UploadAttempt.objects.filter(
+        stack_id=submission.run.stack_id, submitter_id=submission.submitter_id
+    )
+    if submission.submitter_id is None:
+        attempts = attempts.filter(anonymous_key=submission.uploader_key)
+    return {
+        "id": submission.run_id,
+        "url": f"/runs/{submission.run_id}/",
+        "client_run_id": submission.client_run_id,
+        "status": submission.status,
+        "flag_reasons": submission.flag_reasons,
+        "duplicate": outcome.duplicate,
+        "attempts": attempts.count(),
+    }
+
+
+class LegacySubmitView(APIView):
+    """POST /submit: the anonymous path of benchloop-cli ≤ 0.2.3. Always moderated."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [LegacySubmitThrottle]
+
+    @extend_schema(
+        request=inline_serializer("LegacyRun", {"model": serializers.DictField()}),
+        responses={
+            200: inline_serializer(
+                "LegacyAccepted",
+                {"status": serializers.CharField(), "id": serializers.IntegerField()},
+            )
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = read_json_body(request)
+        address = _client_address(request._request)
+        outcome = _submit(
+            data,
+            channel=Channel.LEGACY_ANONYMOUS,
+            submitter=None,
+            uploader_key=keys.keyed_hash(address, purpose="uploader"),
+        )
+        # The old client only checks for HTTP 200.
+        return Response({"status": outcome.submission.status, "id": outcome.submission.run_id})
+
+
+def _client_address(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR", "")
+
+
+class DeviceStartView(APIView):
+    """POST /api/v1/device/start: begin `benchloop login`."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [DeviceThrottle]
+
+    @extend_schema(
+        request=inline_serializer(
+            "DeviceStart", {"client_name": serializers.CharField(required=False)}
+        ),
+        responses={
+            200: inline_serializer(
+                "DeviceCode",
+                {
+                    "device_code": serializers.CharField(),
+                    "user_code": serializers.CharField(),
+                    "verification_uri": serializers.CharField(),
+                    "verification_uri_complete": serializers.CharField(),
+                    "expires_in": serializers.IntegerField(),
+                    "interval": serializers.IntegerField(),
+                },
+            )
+        },
+    )
+    def post(self, request: Request) -> Response:
+        # The body is optional: a bare POST starts a login too.
+        data = read_json_body(request) if request.content_type == "application/json" else {}
+        name = data.get("client_name", "")
+        auth, device_code = start_device_authorization(
+            client_name=name if isinstance(name, str) else ""
+        )
+        uri = request.build_absolute_uri("/device/")
+        return Response(
+            {
+                "device_code": device_code,
+                "user_code": auth.user_code,
+                "verification_uri": uri,
+                "verification_uri_complete": f"{uri}?code={auth.user_code}",
+                "expires_in": DEVICE_CODE_LIFETIME_SECONDS,
+                "interval": auth.interval,
+            }
+        )
+
+
+class DeviceTokenView(APIView):
+    """POST /api/v1/device/token: poll; 428 pending, 429 slow_down, 200 with the key once."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        request=inline_serializer("DevicePoll", {"device_code": serializers.CharField()}),
+        responses={
+            200: inline_serializer(
+                "DeviceKey", {"api_key": serializers.CharField(), "scopes": serializers.ListField()}
+            ),
+            400: OpenApiResponse(description="expired_token, invalid_grant"),
+            428: OpenApiResponse(description="authorization_pending"),
+            429: OpenApiResponse(description="slow_down"),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = read_json_body(request)
+        device_code = data.get("device_code")
+        if not isinstance(device_code, str) or not device_code or len(device_code) > 200:
+            raise ApiError(
+                400,
+                "invalid",
+                "device_code is required.",
+                [{"path": "device_code", "message": "expected a string"}],
+            )
+        try:
+            api_key = poll_device_token(device_code=device_code)
+        except DeviceTokenError as exc:
+            headers = {"Retry-After": "10"} if exc.code == "slow_down" else {}
+            raise ApiError(exc.status, exc.code, str(exc), headers=headers) from None
+        return Response({"api_key": api_key, "scopes": ["read", "submit"]})
+
+
+class UploadSchemaView(APIView):
+    """GET /api/v1/schemas/upload-1.json: the published upload JSON Schema."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: OpenApiResponse(description="JSON Schema, draft 2020-12")})
+    def get(self, request: Request) -> HttpResponse:
+        response = HttpResponse(SCHEMA_PATH.read_bytes(), content_type="application/schema+json")
+        response["Cache-Control"] = "public, max-age=3600"
+        return response

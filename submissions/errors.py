@@ -1,0 +1,96 @@
+"""One error shape for every API response: {"error": {"code", "message", "fields"?}}."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.views import exception_handler
+
+
+class ApiError(exceptions.APIException):
+    """An error with our own code and, for validation, the list of failing field paths."""
+
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        fields: list[dict] | None = None,
+        headers: dict | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.error_code = code
+        self.fields = fields or []
+        self.headers = headers or {}
+
+
+_CODES = {
+    status.HTTP_400_BAD_REQUEST: "bad_request",
+    status.HTTP_401_UNAUTHORIZED: "not_authenticated",
+    status.HTTP_403_FORBIDDEN: "forbidden",
+    status.HTTP_404_NOT_FOUND: "not_found",
+    status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
+    status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
+    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "payload_too_large",
+    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
+    status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
+}
+
+
+def error_body(code: str, message: str, fields: list[dict] | None = None) -> dict:
+    body: dict = {"code": code, "message": message}
+    if fields:
+        body["fields"] = fields
+    return {"error": body}
+
+
+def api_exception_handler(exc, context):
+    if isinstance(exc, RequestDataTooBig):
+        exc = ApiError(413, "payload_too_large", "The request body is too large.")
+    elif isinstance(exc, exceptions.ParseError):
+        exc = ApiError(400, "malformed_json", f"The body is not valid JSON: {exc.detail}")
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, ApiError):
+        response.data = error_body(exc.error_code, str(exc.detail), exc.fields)
+        for name, value in exc.headers.items():
+            response[name] = value
+    elif isinstance(exc, exceptions.ValidationError):
+        response.data = error_body("invalid", "The request is invalid.", _flatten(exc.detail))
+    else:
+        detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
+        message = detail if isinstance(detail, str) else str(detail)
+        response.data = error_body(_CODES.get(response.status_code, "error"), message)
+    return response
+
+
+def _flatten(detail, path: str = "") -> list[dict]:
+    if isinstance(detail, dict):
+        return [
+            item
+            for key, value in detail.items()
+            for item in _flatten(value, f"{path}.{key}" if path else str(key))
+        ]
+    if isinstance(detail, list):
+        if all(not isinstance(v, dict | list) for v in detail):
+            return [{"path": path or "(body)", "message": str(v)} for v in detail]
+        return [item for i, value in enumerate(detail) for item in _flatten(value, f"{path}[{i}]")]
+    return [{"path": path or "(body)", "message": str(detail)}]
+
+
+def json_error(status_code: int, code: str, message: str, **headers: str) -> JsonResponse:
+    """The same shape from plain Django views (the legacy endpoint, middleware)."""
+    response = JsonResponse(error_body(code, message), status=status_code)
+    for name, value in headers.items():
+        response.headers[name.replace("_", "-")] = value
+    return response
+
+
+__all__ = ["ApiError", "api_exception_handler", "error_body", "json_error"]

@@ -1,0 +1,394 @@
+"""Submission workflows: uploads, moderation, reports, withdrawal, API keys and device login."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from runs import normalize
+from runs.importers import parse_run_payload
+from runs.importers.records import RunRecord
+from runs.models import Run
+from runs.services import create_run, fingerprint, set_published
+from runs.tasks import refresh_stack_stats_task
+from submissions import integrity, keys
+from submissions.models import (
+    ApiKey,
+    Channel,
+    DeviceAuthorization,
+    ModerationDecision,
+    RunReport,
+    Status,
+    Submission,
+    SubmitterProfile,
+    UploadAttempt,
+)
+
+log = logging.getLogger(__name__)
+
+# Fields that identify a machine or an endpoint; they are dropped before anything is stored.
+PRIVATE_MACHINE_FIELDS = ("machine_id", "endpoint", "remote_host")
+ID_FIELDS = ("client_run_id", "source_run_id", "run_id")
+
+
+class SubmissionConflict(Exception):
+    """The same run already belongs to another submitter."""
+
+
+@dataclass
+class UploadOutcome:
+    submission: Submission
+    created: bool
+    duplicate: bool = False
+
+
+def scrub_payload(payload: dict) -> dict:
+    """The payload without machine ids, endpoints or a URL smuggled into machine.backend."""
+    import copy
+
+    clean = copy.deepcopy(payload)
+    for body in (clean, clean.get("run") if isinstance(clean.get("run"), dict) else None):
+        if not isinstance(body, dict):
+            continue
+        machine = body.get("machine")
+        if isinstance(machine, dict):
+            for field in PRIVATE_MACHINE_FIELDS:
+                machine.pop(field, None)
+            backend = machine.get("backend")
+            if isinstance(backend, str) and ":" in backend:
+                machine["backend"] = backend.split(":", 1)[0]
+            machine.pop("gpu_details", None)
+        for field in ("user_id", "traceback"):
+            body.pop(field, None)
+    return clean
+
+
+def content_hash(payload: dict) -> str:
+    body = payload.get("run") if isinstance(payload.get("run"), dict) else payload
+    return normalize.canonical_hash({k: v for k, v in body.items() if k not in ID_FIELDS})
+
+
+def submit_run(
+    *,
+    payload: dict,
+    channel: str,
+    submitter: User | None = None,
+    api_key: ApiKey | None = None,
+    uploader_key: str = "",
+    is_verified: bool = False,
+) -> UploadOutcome:
+    """Store an upload once: repeats and identical content return the existing submission.
+
+    Raises FormatError/UnsupportedVersion for bad payloads and SubmissionConflict when another
+    account already owns the run.
+    """
+    record = parse_run_payload(payload)
+    record.raw_payload = scrub_payload(payload)
+    digest = content_hash(payload)
+    if not record.client_run_id:
+        record.client_run_id = f"content-{digest[:32]}"
+    existing = _existing(record, submitter, digest)
+    if existing:
+        return existing
+    try:
+        with transaction.atomic():
+            submission = _create(
+                record,
+                channel=channel,
+                submitter=submitter,
+                api_key=api_key,
+                uploader_key=uploader_key,
+                digest=digest,
+                is_verified=is_verified,
+            )
+    except IntegrityError:
+        # A concurrent identical upload won the race; answer as for a repeat.
+        existing = _existing(record, submitter, digest)
+        if existing:
+            return existing
+        raise SubmissionConflict("This run was already submitted by another account.") from None
+    return UploadOutcome(submission=submission, created=True)
+
+
+def _existing(record: RunRecord, submitter: User | None, digest: str) -> UploadOutcome | None:
+    if submitter is not None:
+        found = Submission.objects.filter(
+            submitter=submitter, client_run_id=record.client_run_id
+        ).first()
+        if found and found.content_hash and found.content_hash != digest:
+            # An idempotency key reused for another body is a client bug, not a repeat.
+            raise SubmissionConflict(
+                f"client run id {record.client_run_id!r} was already used for a different run."
+            )
+        if found:
+            return UploadOutcome(submission=found, created=False)
+        found = Submission.objects.filter(submitter=submitter, content_hash=digest).first()
+        if found:
+            return UploadOutcome(submission=found, created=False, duplicate=True)
+    run = Run.objects.filter(fingerprint=fingerprint(record)).select_related("submission").first()
+    if run is None:
+        return None
+    if run.submission.submitter_id != (submitter.id if submitter else None):
+        raise SubmissionConflict("This run was already submitted by another account.")
+    return UploadOutcome(submission=run.submission, created=False, duplicate=True)
+
+
+def _create(
+    record: RunRecord,
+    *,
+    channel: str,
+    submitter: User | None,
+    api_key: ApiKey | None,
+    uploader_key: str,
+    digest: str,
+    is_verified: bool,
+) -> Submission:
+    run = create_run(record, fingerprint(record), is_verified=is_verified)
+    gpu_model = run.hardware.gpu_model if run.hardware else ""
+    reasons = (
+        []
+        if channel == Channel.LAB_JOB
+        else integrity.check_run(record, model_key=run.stack.model_id, gpu_model=gpu_model)
+    )
+    status = _initial_status(channel, submitter, reasons)
+    submission = Submission.objects.create(
+        run=run,
+        channel=channel,
+        status=status,
+        submitter=submitter,
+        api_key=api_key,
+        client_run_id=record.client_run_id,
+        content_hash=digest if submitter else "",
+        flag_reasons=reasons,
+        uploader_key=uploader_key,
+        decided_at=timezone.now() if status == Status.APPROVED else None,
+    )
+    if status != Status.PENDING:
+        ModerationDecision.objects.create(
+            submission=submission,
+            from_status=Status.PENDING,
+            to_status=status,
+            automatic=True,
+            reason="; ".join(reasons) or f"auto-approved ({submission.get_channel_display()})",
+        )
+    UploadAttempt.objects.create(
+        submitter=submitter,
+        anonymous_key=uploader_key if not submitter else "",
+        stack=run.stack,
+        run=run,
+    )
+    set_published(run, status)
+    if run.published:
+        refresh_stack_stats_task.delay_on_commit(run.stack_id)
+    return submission
+
+
+def _initial_status(channel: str, submitter: User | None, reasons: list[str]) -> str:
+    if channel == Channel.LAB_JOB:
+        return Status.APPROVED
+    if reasons:
+        return Status.FLAGGED
+    if channel == Channel.LEGACY_ANONYMOUS or submitter is None:
+        return Status.PENDING  # anonymous uploads are never auto-approved
+    trusted = SubmitterProfile.objects.filter(user=submitter, is_trusted=True).exists()
+    return Status.APPROVED if trusted else Status.PENDING
+
+
+def moderate_submission(
+    *,
+    submission: Submission,
+    status: str,
+    moderator: User | None,
+    reason: str = "",
+    automatic: bool = False,
+) -> Submission:
+    """Record a decision in the audit log, publish or hide the run, and tell the submitter."""
+    with transaction.atomic():
+        locked = Submission.objects.select_for_update().select_related("run").get(pk=submission.pk)
+        previous = locked.status
+        locked.status = status
+        locked.moderation_note = reason
+        locked.decided_at = timezone.now()
+        locked.save(update_fields=["status", "moderation_note", "decided_at"])
+        ModerationDecision.objects.create(
+            submission=locked,
+            moderator=moderator,
+            from_status=previous,
+            to_status=status,
+            reason=reason,
+            automatic=automatic,
+        )
+        set_published(locked.run, status)
+        refresh_stack_stats_task.delay_on_commit(locked.run.stack_id)
+        if locked.submitter_id and locked.submitter.email and previous != status:
+            transaction.on_commit(lambda: _notify_decision(locked))
+    submission.refresh_from_db()
+    return submission
+
+
+def _notify_decision(submission: Submission) -> None:
+    run = submission.run
+    send_mail(
+        subject=f"BenchLoop: your run of {run.stack.model_id} is {submission.status}",
+        message=(
+            f"Your run {submission.client_run_id} of {run.stack.label} is now "
+            f"{submission.status}.\n\nModerator's note: {submission.moderation_note or '—'}"
+        ),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        recipient_list=[submission.submitter.email],
+        fail_silently=True,
+    )
+
+
+def report_run(*, run: Run, reporter: User, reason: str) -> RunReport:
+    """A signed-in user's report sends an approved run back to the moderation queue."""
+    with transaction.atomic():
+        report, _ = RunReport.objects.get_or_create(
+            run=run, reporter=reporter, defaults={"reason": reason[:2000]}
+        )
+        submission = run.submission
+        if submission.status == Status.APPROVED:
+            moderate_submission(
+                submission=submission,
+                status=Status.FLAGGED,
+                moderator=None,
+                reason=f"reported by a user: {reason[:500]}",
+                automatic=True,
+            )
+    return report
+
+
+def withdraw_run(*, submission: Submission, user: User) -> Submission:
+    return moderate_submission(
+        submission=submission,
+        status=Status.WITHDRAWN,
+        moderator=user,
+        reason="withdrawn by its submitter",
+    )
+
+
+def delete_run(*, submission: Submission) -> None:
+    """The owner's right to erase: the run, its results and its submission go."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=submission.run_id)
+        stack_id = run.stack_id
+        UploadAttempt.objects.filter(run=run).update(run=None)
+        run.delete()
+        refresh_stack_stats_task.delay_on_commit(stack_id)
+
+
+def set_trusted(*, user: User, trusted: bool, moderator: User) -> SubmitterProfile:
+    profile, _ = SubmitterProfile.objects.get_or_create(user=user)
+    profile.is_trusted = trusted
+    profile.trusted_by = moderator if trusted else None
+    profile.trusted_at = timezone.now() if trusted else None
+    profile.save(update_fields=["is_trusted", "trusted_by", "trusted_at"])
+    return profile
+
+
+def create_api_key(*, user: User, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
+    """The new key row and its plaintext, which is never stored and never shown again."""
+    unknown = set(scopes) - set(ApiKey.SCOPES)
+    if unknown or not scopes:
+        raise ValueError(f"scopes must be a non-empty subset of {ApiKey.SCOPES}")
+    plaintext, prefix, hashed = keys.new_api_key()
+    api_key = ApiKey.objects.create(
+        user=user,
+        name=name[:100] or "key",
+        prefix=prefix,
+        hashed_key=hashed,
+        scopes=sorted(set(scopes)),
+    )
+    return api_key, plaintext
+
+
+DEVICE_CODE_LIFETIME = timedelta(minutes=10)
+DEVICE_POLL_INTERVAL = 5
+
+
+def start_device_authorization(*, client_name: str = "") -> tuple[DeviceAuthorization, str]:
+    """A new pending login; the device code goes to the CLI only, its hash is stored."""
+    device_code = keys.new_device_code()
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                auth = DeviceAuthorization.objects.create(
+                    device_code_hash=keys.keyed_hash(device_code, purpose="device-code"),
+                    user_code=keys.new_user_code(),
+                    client_name=client_name[:100],
+                    interval=DEVICE_POLL_INTERVAL,
+                    expires_at=timezone.now() + DEVICE_CODE_LIFETIME,
+                )
+            return auth, device_code
+        except IntegrityError:
+            continue  # a user code collision: draw again
+    raise RuntimeError("could not allocate a unique user code")
+
+
+def approve_device_authorization(*, user_code: str, user: User) -> DeviceAuthorization | None:
+    """Approve a pending, unexpired code for this user; None when there is no such code."""
+    code = user_code.strip().upper().replace(" ", "")
+    if len(code) == 8:
+        code = f"{code[:4]}-{code[4:]}"
+    updated = DeviceAuthorization.objects.filter(
+        user_code=code,
+        state=DeviceAuthorization.State.PENDING,
+        expires_at__gt=timezone.now(),
+    ).update(state=DeviceAuthorization.State.APPROVED, user=user)
+    return DeviceAuthorization.objects.filter(user_code=code).first() if updated else None
+
+
+class DeviceTokenError(Exception):
+    def __init__(self, code: str, status: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+def poll_device_token(*, device_code: str) -> str:
+    """The plaintext API key once approved (exactly once); otherwise a DeviceTokenError."""
+    digest = keys.keyed_hash(device_code, purpose="device-code")
+    now = timezone.now()
+    error: DeviceTokenError | None = None
+    plaintext = ""
+    # The poll time must be saved even when the answer is an error, so decide inside the
+    # transaction and raise only after it commits.
+    with transaction.atomic():
+        auth = (
+            DeviceAuthorization.objects.select_for_update().filter(device_code_hash=digest).first()
+        )
+        if auth is None:
+            error = DeviceTokenError("invalid_grant", 400, "Unknown device code.")
+        elif auth.state == DeviceAuthorization.State.CONSUMED:
+            error = DeviceTokenError("invalid_grant", 400, "This device code was already used.")
+        elif auth.expires_at <= now:
+            error = DeviceTokenError("expired_token", 400, "This device code has expired.")
+        elif auth.state == DeviceAuthorization.State.DENIED:
+            error = DeviceTokenError("access_denied", 400, "The request was denied.")
+        elif auth.last_polled_at and now - auth.last_polled_at < timedelta(seconds=auth.interval):
+            auth.interval = min(auth.interval + 5, 60)
+            auth.last_polled_at = now
+            auth.save(update_fields=["last_polled_at", "interval"])
+            error = DeviceTokenError("slow_down", 429, f"Poll at most every {auth.interval} s.")
+        elif auth.state == DeviceAuthorization.State.PENDING:
+            auth.last_polled_at = now
+            auth.save(update_fields=["last_polled_at"])
+            error = DeviceTokenError("authorization_pending", 428, "Waiting for approval.")
+        else:
+            api_key, plaintext = create_api_key(
+                user=auth.user, name=f"benchloop login {auth.user_code}", scopes=["submit", "read"]
+            )
+            auth.state = DeviceAuthorization.State.CONSUMED
+            auth.api_key = api_key
+            auth.last_polled_at = now
+            auth.save(update_fields=["state", "api_key", "last_polled_at"])
+    if error:
+        raise error
+    return plaintext

@@ -1,0 +1,275 @@
+"""Account pages, API keys, device login approval, run reports and the moderation queue."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import User
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render, resolve_url
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from runs.models import Run
+from submissions import services
+from submissions.access import MODERATE_PERMISSION
+from submissions.forms import ApiKeyForm, DecisionForm, DeviceCodeForm, ReportForm, SignupForm
+from submissions.models import (
+    ApiKey,
+    Channel,
+    ModerationDecision,
+    Status,
+    Submission,
+    SubmitterProfile,
+    UploadAttempt,
+)
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("accounts:profile")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        SubmitterProfile.objects.create(user=user)
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, "Welcome to BenchLoop. Create an API key to upload runs.")
+        return redirect("accounts:profile")
+    return render(request, "accounts/signup.html", {"form": form})
+
+
+@login_required
+def profile(request: HttpRequest) -> HttpResponse:
+    counts = Submission.objects.filter(submitter=request.user).aggregate(
+        total=Count("id"),
+        approved=Count("id", filter=Q(status=Status.APPROVED)),
+        waiting=Count("id", filter=Q(status__in=[Status.PENDING, Status.FLAGGED])),
+    )
+    trusted = SubmitterProfile.objects.filter(user=request.user, is_trusted=True).exists()
+    return render(
+        request,
+        "accounts/profile.html",
+        {
+            "counts": counts,
+            "trusted": trusted,
+            "active_keys": ApiKey.objects.active().filter(user=request.user).count(),
+        },
+    )
+
+
+@login_required
+def my_runs(request: HttpRequest) -> HttpResponse:
+    submissions = (
+        Submission.objects.filter(submitter=request.user)
+        .select_related("run__stack", "run__hardware")
+        .order_by("-created_at")
+    )
+    page = Paginator(submissions, 50).get_page(request.GET.get("page"))
+    return render(request, "accounts/runs.html", {"page": page})
+
+
+def _get_own_submission(request: HttpRequest, run_id: int) -> Submission:
+    """The signed-in user's submission for this run, or 404 (never 403: don't confirm it exists)."""
+    return get_object_or_404(
+        Submission.objects.select_related("run"), run_id=run_id, submitter=request.user
+    )
+
+
+@login_required
+@require_POST
+def withdraw(request: HttpRequest, run_id: int) -> HttpResponse:
+    submission = _get_own_submission(request, run_id)
+    services.withdraw_run(submission=submission, user=request.user)
+    messages.success(request, "The run is withdrawn and no longer public.")
+    return redirect("accounts:runs")
+
+
+@login_required
+@require_POST
+def delete(request: HttpRequest, run_id: int) -> HttpResponse:
+    submission = _get_own_submission(request, run_id)
+    services.delete_run(submission=submission)
+    messages.success(request, "The run and its results are deleted.")
+    return redirect("accounts:runs")
+
+
+@never_cache
+@login_required
+def api_keys(request: HttpRequest) -> HttpResponse:
+    form = ApiKeyForm(request.POST or None)
+    new_key = None
+    if request.method == "POST" and form.is_valid():
+        _key, new_key = services.create_api_key(
+            user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
+        )
+        form = ApiKeyForm()
+    keys = ApiKey.objects.filter(user=request.user).order_by("revoked_at", "-created_at")
+    response = render(
+        request, "accounts/keys.html", {"form": form, "keys": keys, "new_key": new_key}
+    )
+    return response
+
+
+@login_required
+@require_POST
+def revoke_key(request: HttpRequest, pk: int) -> HttpResponse:
+    api_key = get_object_or_404(ApiKey, pk=pk, user=request.user)
+    api_key.revoke()
+    messages.success(request, f"Key “{api_key.name}” is revoked; it stops working at once.")
+    return redirect("accounts:keys")
+
+
+@never_cache
+@login_required
+def device(request: HttpRequest) -> HttpResponse:
+    form = DeviceCodeForm(request.POST or None, initial={"code": request.GET.get("code", "")})
+    approved = None
+    if request.method == "POST" and form.is_valid():
+        approved = services.approve_device_authorization(
+            user_code=form.cleaned_data["code"], user=request.user
+        )
+        if approved is None:
+            form.add_error("code", "No pending login has this code, or it has expired.")
+    return render(request, "accounts/device.html", {"form": form, "approved": approved})
+
+
+@login_required
+def report(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.published().select_related("stack"), pk=run_id)
+    form = ReportForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        services.report_run(run=run, reporter=request.user, reason=form.cleaned_data["reason"])
+        messages.success(request, "Thanks: the run is back in the moderation queue.")
+        return redirect("leaderboard:leaderboard")
+    return render(request, "submissions/report.html", {"form": form, "run": run})
+
+
+def _safe_next(request: HttpRequest, default: str) -> str:
+    """A local `next` URL, or the default: never an open redirect."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return resolve_url(default)
+
+
+QUEUE_STATUSES = [
+    Status.FLAGGED,
+    Status.PENDING,
+    Status.APPROVED,
+    Status.REJECTED,
+    Status.WITHDRAWN,
+]
+
+
+@login_required
+@permission_required(MODERATE_PERMISSION, raise_exception=True)
+def queue(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status", "waiting")
+    channel = request.GET.get("channel", "")
+    submissions = Submission.objects.select_related(
+        "run__stack", "run__hardware", "submitter"
+    ).order_by("created_at")
+    if status == "waiting":
+        submissions = submissions.awaiting_moderation()
+    elif status in QUEUE_STATUSES:
+        submissions = submissions.filter(status=status)
+    if channel in Channel.values:
+        submissions = submissions.filter(channel=channel)
+    page = Paginator(submissions, 25).get_page(request.GET.get("page"))
+    rows = list(page.object_list)
+    peers = _peer_medians([s.run for s in rows])
+    attempts = dict(
+        UploadAttempt.objects.filter(stack_id__in={s.run.stack_id for s in rows})
+        .values_list("stack_id")
+        .annotate(n=Count("id"))
+    )
+    return render(
+        request,
+        "submissions/queue.html",
+        {
+            "page": page,
+            "rows": [(s, peers.get(s.run.stack_id), attempts.get(s.run.stack_id, 0)) for s in rows],
+            "status": status,
+            "channel": channel,
+            "statuses": QUEUE_STATUSES,
+            "channels": Channel.choices,
+            "form": DecisionForm(queryset=Submission.objects.none()),
+        },
+    )
+
+
+def _peer_medians(runs: list[Run]) -> dict[int, dict]:
+    """Approved runs of the same stacks, for side-by-side evidence (one query)."""
+    import statistics
+
+    values: dict[int, list] = {}
+    for stack_id, decode, ttft in (
+        Run.objects.published()
+        .filter(stack_id__in={r.stack_id for r in runs})
+        .values_list("stack_id", "decode_tps_median", "ttft_ms_median")
+    ):
+        values.setdefault(stack_id, []).append((decode, ttft))
+    result = {}
+    for stack_id, pairs in values.items():
+        decodes = [d for d, _ in pairs if d is not None]
+        ttfts = [t for _, t in pairs if t is not None]
+        result[stack_id] = {
+            "n": len(pairs),
+            "decode": statistics.median(decodes) if decodes else None,
+            "ttft": statistics.median(ttfts) if ttfts else None,
+        }
+    return result
+
+
+@require_POST
+@login_required
+@permission_required(MODERATE_PERMISSION, raise_exception=True)
+def decide(request: HttpRequest) -> HttpResponse:
+    form = DecisionForm(request.POST, queryset=Submission.objects.all())
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+        return redirect("submissions:queue")
+    for submission in form.cleaned_data["submissions"]:
+        services.moderate_submission(
+            submission=submission,
+            status=form.cleaned_data["status"],
+            moderator=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    messages.success(
+        request,
+        f"{len(form.cleaned_data['submissions'])} submission(s) now {form.cleaned_data['status']}.",
+    )
+    return redirect(_safe_next(request, "submissions:queue"))
+
+
+@login_required
+@permission_required(MODERATE_PERMISSION, raise_exception=True)
+def audit_log(request: HttpRequest) -> HttpResponse:
+    decisions = ModerationDecision.objects.select_related(
+        "submission__run__stack", "moderator"
+    ).order_by("-created_at")
+    page = Paginator(decisions, 50).get_page(request.GET.get("page"))
+    return render(request, "submissions/log.html", {"page": page})
+
+
+@require_POST
+@login_required
+@permission_required(MODERATE_PERMISSION, raise_exception=True)
+def trust(request: HttpRequest, user_id: int) -> HttpResponse:
+    user = get_object_or_404(User, pk=user_id)
+    if user == request.user:
+        raise Http404  # moderators do not vouch for themselves
+    trusted = request.POST.get("trusted") == "1"
+    services.set_trusted(user=user, trusted=trusted, moderator=request.user)
+    messages.success(
+        request, f"{user.get_username()} is now {'trusted' if trusted else 'untrusted'}."
+    )
+    return redirect(_safe_next(request, "submissions:queue"))

@@ -1,12 +1,25 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
-from leaderboard import views
+from leaderboard.views import board, compare, images, pages
 
 app_name = "leaderboard"
 
 urlpatterns = [
-    path("", views.leaderboard, name="home"),
-    path("leaderboard/", views.leaderboard, name="leaderboard"),
+    path("", board.landing, name="home"),
+    path("leaderboard/", board.leaderboard, name="leaderboard"),
+    re_path(r"^leaderboard/export\.(?P<fmt>csv|json|md)$", board.export, name="export"),
+    path("leaderboard/feed.atom", board.feed, name="feed"),
+    path("methodology/", board.methodology, name="methodology"),
+    path("theme/", board.set_theme, name="theme"),
+    path("stacks/<int:pk>/", pages.stack_detail, name="stack"),
+    path("stacks/<int:pk>/share.png", images.stack_image, name="stack_image"),
+    path("runs/<int:pk>/", pages.run_detail, name="run"),
+    path("runs/<int:pk>/share.png", images.run_image, name="run_image"),
+    path("compare/", compare.compare, name="compare"),
+    path("compare/share.png", images.compare_image, name="compare_image"),
+    path("models/<path:model_id>/", pages.model_detail, name="model"),
+    path("hardware/<int:pk>/", pages.hardware_detail, name="hardware"),
+    path("submitters/<path:name>/", pages.submitter_detail, name="submitter"),
 ]

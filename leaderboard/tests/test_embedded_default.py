@@ -97,7 +97,8 @@ def test_serve_script_brings_up_site_and_worker_without_any_server(embedded_site
     assert (embedded_site["var"] / "benchloop.sqlite3").exists()
     assert "BenchLoop is starting at http://127.0.0.1:" in embedded_site["log"].read_text()
 
-    status, html = _get(f"{url}/")
+    assert _get(f"{url}/")[0] == 200
+    status, html = _get(f"{url}/leaderboard/")
     assert status == 200
     assert html.count('<td class="num rank">') == 50
     static_status, _ = _get(f"{url}/static/django_htmx/htmx-2.min.js")
@@ -111,9 +112,9 @@ def test_serve_script_brings_up_site_and_worker_without_any_server(embedded_site
         "WHERE r.score_scale = 'v3' ORDER BY r.overall_score DESC LIMIT 1"
     ).fetchone()
     code = (
-        "from submissions.models import Submission; from runs.services import "
-        f"set_submission_status as s; s(submission=Submission.objects.get(run_id={run_id}), "
-        "status='rejected', note='smoke test')"
+        "from submissions.models import Submission; from submissions.services import "
+        f"moderate_submission as m; m(submission=Submission.objects.get(run_id={run_id}), "
+        "status='rejected', moderator=None, reason='smoke test')"
     )
     subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", code],

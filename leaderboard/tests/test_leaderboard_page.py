@@ -1,42 +1,131 @@
+"""The leaderboard page: rows, filters, sorting, paging, partials, query counts, security."""
+
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from django.utils.html import escape
+
+from leaderboard.tests.factories import HOSTILE, add_runs, record
+from runs.models import Stack
 
 pytestmark = pytest.mark.django_db
+HTMX = {"HX-Request": "true"}
 
 
-@pytest.fixture
-def demo(settings, fixtures_dir) -> None:
-    settings.BENCHLOOP_FIXTURES_DIR = fixtures_dir
-    call_command("seed_demo", stdout=io.StringIO())
+def _rows(html: str) -> list[str]:
+    """Model ids of the table rows, in order."""
+    return re.findall(r'<a class="model-id" href="/stacks/\d+/">([^<]*)</a>', html)
 
 
-def test_the_first_page_lists_ranked_stacks(client: Client, demo) -> None:
-    response = client.get("/")
-    assert response.status_code == 200
+def test_the_full_page_has_the_layout_and_one_page_of_ranked_stacks(client: Client, demo) -> None:
+    response = client.get("/leaderboard/")
     html = response.content.decode()
-    assert "<html" in html
-    assert html.count('<td class="num rank">') == 50  # one page of stacks
+    assert response.status_code == 200
+    assert "<html" in html and 'id="board-filters"' in html
+    assert html.count('<td class="num rank">') == 50
     assert "RTX 4090" in html or "H100" in html
     assert 'hx-headers=\'{"x-csrftoken"' in html
     assert "/static/django_htmx/htmx-2.min.js" in html
-
-
-def test_an_htmx_request_gets_only_the_results_partial(client: Client, demo) -> None:
-    response = client.get("/leaderboard/?scale=speed", headers={"HX-Request": "true"})
-    html = response.content.decode()
-    assert response.status_code == 200
-    assert "<html" not in html
-    assert html.lstrip().startswith('<section id="results"')
-    assert "qwen3.6-0.6b:Q8" in html  # a draft model from leaderboard-v1.json
+    assert "Quality against decode speed" in html  # the scatter of the view
     assert response.headers["Vary"].count("HX-Request") == 1
 
 
-def test_legacy_rows_are_on_their_own_scale(client: Client, settings, fixtures_dir) -> None:
+def test_an_htmx_request_gets_only_the_results_partial_and_a_clean_url(
+    client: Client, demo
+) -> None:
+    response = client.get("/leaderboard/?scale=speed&gpu=&vendor=&sort=decode", headers=HTMX)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "<html" not in html and 'id="board-filters"' not in html
+    assert html.lstrip().startswith('<section id="results"')
+    assert "qwen3.6-0.6b:Q8" in html  # a draft model from leaderboard-v1.json
+    assert 'id="filter-state" hx-swap-oob="true"' in html  # keeps the form's sort in step
+    # The form sends empty fields; the address bar gets the canonical link without them.
+    assert response.headers["HX-Push-Url"] == "/leaderboard/?scale=speed&sort=decode"
+
+
+def test_a_form_submitted_without_javascript_is_redirected_to_the_clean_link(
+    client: Client,
+) -> None:
+    response = client.get("/leaderboard/?q=&vendor=nvidia&gpu=&engine=llama.cpp&scale=v3")
+    assert response.status_code == 302
+    assert response.url == "/leaderboard/?vendor=nvidia&engine=llama.cpp"
+
+
+def test_hardware_and_stack_filters_pick_the_best_run_on_that_hardware(client: Client) -> None:
+    add_runs(
+        record(model_id="alpha:8b", gpu="NVIDIA GeForce RTX 4090", overall=80, decode=90),
+        record(model_id="alpha:8b", gpu="NVIDIA GeForce RTX 3060", vram_gb=12, overall=70),
+        record(model_id="beta:8b", gpu="NVIDIA GeForce RTX 3060", vram_gb=12, overall=65),
+        record(model_id="gamma:8b", gpu="Apple M2 Max", vram_gb=None, ram_gb=96, overall=75),
+        record(model_id="delta:8b", gpu="", vram_gb=None, overall=40),
+        record(model_id="eps:8b", engine="vllm", overall=77, remote=True),
+    )
+    html = client.get("/leaderboard/?vram=12").content.decode()
+    assert _rows(html) == ["alpha:8b", "beta:8b"]
+    assert ">70.0<" in html and ">80.0<" not in html  # alpha's run on the 12 GB card
+    assert _rows(client.get("/leaderboard/?apple=1").content.decode()) == ["gamma:8b"]
+    assert _rows(client.get("/leaderboard/?cpu=1").content.decode()) == ["delta:8b"]
+    assert _rows(client.get("/leaderboard/?location=remote").content.decode()) == ["eps:8b"]
+    assert _rows(client.get("/leaderboard/?engine=vllm").content.decode()) == ["eps:8b"]
+    three = client.get("/leaderboard/?vendor=nvidia&vram=12&q=beta").content.decode()
+    assert _rows(three) == ["beta:8b"]
+    assert _rows(client.get("/leaderboard/?gpu=RTX+3060&sort=model&dir=desc").content.decode()) == [
+        "beta:8b",
+        "alpha:8b",
+    ]
+
+
+def test_comparable_verified_and_date_filters(client: Client) -> None:
+    add_runs(
+        record(model_id="old:8b", days_ago=200), record(model_id="partial:8b", comparable=False)
+    )
+    add_runs(record(model_id="checked:8b"), verified=True)
+    assert sorted(_rows(client.get("/leaderboard/").content.decode())) == ["checked:8b", "old:8b"]
+    everything = client.get("/leaderboard/?comparable=all").content.decode()
+    assert "partial:8b" in _rows(everything) and "not comparable" in everything
+    assert _rows(client.get("/leaderboard/?verified=1").content.decode()) == ["checked:8b"]
+    assert "old:8b" not in _rows(client.get("/leaderboard/?days=30").content.decode())
+
+
+def test_median_mode_shows_each_stacks_middle_run(client: Client) -> None:
+    add_runs(*(record(model_id="steady:8b", overall=score) for score in (50, 60, 90)))
+    best = client.get("/leaderboard/").content.decode()
+    median = client.get("/leaderboard/?mode=median").content.decode()
+    assert ">90.0<" in best
+    assert ">60.0<" in median and ">90.0<" not in median
+    assert "median run by overall score" in median
+
+
+def test_sorting_by_decode_speed_orders_the_rows_and_flips_on_a_second_click(
+    client: Client, demo
+) -> None:
+    html = client.get("/leaderboard/?sort=decode", headers=HTMX).content.decode()
+    speeds = [
+        float(x.replace(",", ""))
+        for x in re.findall(r'<span class="strong col-decode">([\d.,]+)</span>', html)
+    ]
+    assert len(speeds) >= 40
+    assert speeds == sorted(speeds, reverse=True)
+    assert 'aria-sort="descending"' in html
+    assert 'href="/leaderboard/?sort=decode&amp;dir=asc"' in html
+    ascending = client.get("/leaderboard/?sort=decode&dir=asc", headers=HTMX).content.decode()
+    assert 'aria-sort="ascending"' in ascending
+
+
+def test_pages_keep_the_filters_in_their_links(client: Client, demo) -> None:
+    html = client.get("/leaderboard/?engine=ollama&sort=ttft").content.decode()
+    if "Next →" in html:
+        assert 'href="/leaderboard/?engine=ollama&amp;sort=ttft&amp;page=2"' in html
+    assert 'href="/leaderboard/export.csv?engine=ollama&amp;sort=ttft"' in html
+
+
+def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> None:
     call_command("import_results", str(fixtures_dir / "leaderboard.json"), stdout=io.StringIO())
     call_command(
         "import_results",
@@ -49,59 +138,51 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, settings, fixtures_d
     assert "example-model:8b" in ranked
     assert "qwen2.5:1.5b" in legacy and "example-model:8b" not in legacy
     assert "never ranked against v3 scores" in legacy
+    assert "legacy v2</span>" in legacy
 
 
-def test_sorting_by_decode_speed_orders_the_rows(client: Client, demo) -> None:
-    html = client.get("/leaderboard/?sort=decode", headers={"HX-Request": "true"}).content
-    import re
-
-    speeds = [
-        float(x) for x in re.findall(rb'<td class="num">([\d.]+) <span class="spread">', html)
-    ]
-    assert len(speeds) >= 40
-    assert speeds == sorted(speeds, reverse=True)
-
-
+@pytest.mark.parametrize(
+    ("query", "count"),
+    [
+        ("", 5),  # best-run ids, rows, page details, two facet queries
+        ("?vendor=nvidia&vram=24&engine=llama.cpp", 5),  # hardware ids replace best-run ids
+        ("?mode=median&days=30", 4),
+    ],
+)
 def test_the_query_count_does_not_grow_with_rows(
-    client: Client, django_assert_num_queries, settings, fixtures_dir
+    client: Client, django_assert_num_queries, query: str, count: int
 ) -> None:
     call_command("seed_demo", "--runs", "60", stdout=io.StringIO())
-    with django_assert_num_queries(2):
-        client.get("/leaderboard/")
+    with django_assert_num_queries(count):
+        client.get(f"/leaderboard/{query}")
+    with django_assert_num_queries(count - 2):
+        client.get(f"/leaderboard/{query}", headers=HTMX)
     call_command("seed_demo", "--runs", "600", stdout=io.StringIO())
-    with django_assert_num_queries(2):
-        client.get("/leaderboard/")
+    assert Stack.objects.filter(best_run__isnull=False).count() >= 50
+    with django_assert_num_queries(count):
+        client.get(f"/leaderboard/{query}")
+    with django_assert_num_queries(count - 2):
+        client.get(f"/leaderboard/{query}", headers=HTMX)
 
 
-def test_hostile_model_names_are_escaped(client: Client) -> None:
-    from datetime import UTC, datetime
-
-    from runs.importers.records import RunRecord, SuiteRecord
-    from runs.services import import_records
-
-    import_records(
-        [
-            RunRecord(
-                source_format="run-v3",
-                started_at=datetime(2026, 11, 1, tzinfo=UTC),
-                model_id='<script>alert(1)</script>"onmouseover=x',
-                score_scale="v3",
-                comparable=True,
-                overall_score=50.0,
-                quality_score=50.0,
-                speed_score=50.0,
-                reliability_score=100.0,
-                value_score=10.0,
-                suites=[SuiteRecord(suite="toolcall", score=50.0, task_count=1)],
-            )
-        ]
-    )
-    html = client.get("/").content.decode()
-    assert "<script>alert(1)</script>" not in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;&quot;onmouseover=x" in html
+def test_hostile_names_are_escaped_in_the_table_filters_and_scatter(client: Client) -> None:
+    add_runs(record(model_id=HOSTILE, gpu=f"NVIDIA {HOSTILE}", engine=HOSTILE))
+    for path in ("/leaderboard/", f"/leaderboard/?engine={HOSTILE}", f"/leaderboard/?q={HOSTILE}"):
+        html = client.get(path).content.decode()
+        assert "<script>alert(1)</script>" not in html
+        assert '"onmouseover=' not in html
+        assert escape(HOSTILE) in html
+    scatter = client.get("/leaderboard/").content.decode().split('class="chart-svg scatter"')[1]
+    assert f"<title>Pareto front: {escape(HOSTILE)}" in scatter
 
 
-def test_pages_send_a_strict_content_security_policy(client: Client) -> None:
-    csp = client.get("/").headers["Content-Security-Policy"]
+def test_pages_send_a_strict_content_security_policy_and_no_inline_code(
+    client: Client, demo
+) -> None:
+    response = client.get("/leaderboard/")
+    csp = response.headers["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert "frame-ancestors 'none'" in csp
+    html = response.content.decode()
+    assert " style=" not in html
+    assert re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html) is None

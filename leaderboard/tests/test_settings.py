@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "ALLOWED_HOSTS")}
+    # A production check must not inherit test-only switches from this process.
+    dropped = ("SECRET_KEY", "ALLOWED_HOSTS", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    base = {k: v for k, v in os.environ.items() if k not in dropped}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=REPO,
@@ -59,6 +61,7 @@ def test_check_deploy_is_clean_in_production_mode() -> None:
         DEBUG="False",
         SECRET_KEY=secrets.token_urlsafe(64),
         ALLOWED_HOSTS="bench.example.org",
+        API_KEY_PEPPER=secrets.token_urlsafe(32),
     )
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
@@ -77,6 +80,7 @@ def test_production_mode_turns_on_secure_cookies_hsts_and_manifest_storage() -> 
         DEBUG="False",
         SECRET_KEY=secrets.token_urlsafe(64),
         ALLOWED_HOSTS="bench.example.org",
+        API_KEY_PEPPER=secrets.token_urlsafe(32),
     )
     assert result.stdout.strip().splitlines()[-1].split() == [
         "True",

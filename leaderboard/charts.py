@@ -1,0 +1,326 @@
+"""Geometry for the server-rendered SVG charts (no Django).
+
+Each builder returns plain data (coordinates, labels, links); the templates under
+templates/leaderboard/charts/ draw it, so every label passes through Django's autoescaping.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from leaderboard.stats import Box, box, pareto_front
+
+WIDTH, HEIGHT = 720, 340
+LEFT, RIGHT, TOP, BOTTOM = 56, 20, 16, 44
+PALETTE_SIZE = 6  # series colours come from CSS classes s0..s5
+
+
+@dataclass
+class Tick:
+    pos: float
+    label: str
+
+
+@dataclass
+class Axis:
+    # Templates read axis.log; without this they would call the axis and get nothing.
+    do_not_call_in_templates = True
+
+    low: float
+    high: float
+    start: float  # pixel of `low`
+    end: float  # pixel of `high`
+    log: bool = False
+
+    def __call__(self, value: float) -> float:
+        if self.log:
+            low, high, value = math.log10(self.low), math.log10(self.high), math.log10(value)
+        else:
+            low, high = self.low, self.high
+        if high == low:
+            return (self.start + self.end) / 2
+        return round(self.start + (value - low) / (high - low) * (self.end - self.start), 1)
+
+    def ticks(self, count: int = 6) -> list[Tick]:
+        values = _log_ticks(self.low, self.high) if self.log else _linear_ticks(self, count)
+        return [Tick(self(v), _fmt(v)) for v in values if self.low <= v <= self.high]
+
+
+def _fmt(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{value / 1000:g}k"
+    return f"{value:g}"
+
+
+def _nice_step(span: float, count: int) -> float:
+    raw = span / max(count, 1)
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    for multiple in (1, 2, 2.5, 5, 10):
+        if raw <= multiple * magnitude:
+            return multiple * magnitude
+    return 10 * magnitude
+
+
+def _linear_ticks(axis: Axis, count: int) -> list[float]:
+    step = _nice_step(axis.high - axis.low, count)
+    first = math.ceil(axis.low / step) * step
+    return [round(first + i * step, 10) for i in range(int((axis.high - first) / step) + 1)]
+
+
+def _log_ticks(low: float, high: float) -> list[float]:
+    ticks = []
+    for exponent in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        for multiple in (1, 2, 5):
+            ticks.append(multiple * 10**exponent)
+    inside = [t for t in ticks if low <= t <= high]
+    # Thin a crowded axis to the powers of ten.
+    return [t for t in inside if len(inside) <= 9 or math.log10(t).is_integer()]
+
+
+def _linear_range(values: Sequence[float], *, floor_zero: bool = True) -> tuple[float, float]:
+    low, high = min(values), max(values)
+    if floor_zero:
+        low = min(0.0, low)
+    if high == low:
+        high = low + 1
+    step = _nice_step(high - low, 5)
+    return math.floor(low / step) * step, math.ceil(high / step) * step
+
+
+def _log_range(values: Sequence[float]) -> tuple[float, float]:
+    """Bounds on half-decades (1, 3.16, 10, ...) around the values, never below 0.1."""
+    low = max(0.1, 10 ** (math.floor(math.log10(min(values)) * 2) / 2))
+    high = 10 ** (math.ceil(math.log10(max(values)) * 2) / 2)
+    if high <= low:
+        high = low * 10
+    return low, high
+
+
+# --- scatter: quality against decode speed ---------------------------------------------------
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    label: str
+    href: str
+    on_front: bool
+
+
+@dataclass
+class Scatter:
+    width: int
+    height: int
+    x_axis: Axis
+    y_axis: Axis
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+    points: list[Point]
+    front_path: str
+    front: list[Point]
+    plot: tuple[float, float, float, float]  # left, top, right, bottom
+
+
+def scatter(items: Sequence[dict]) -> Scatter | None:
+    """Quality (y, 0–100) against decode tok/s (x, log scale); the Pareto front is marked.
+
+    Each item needs x, y, label and href.
+    """
+    items = [i for i in items if i["x"] and i["x"] > 0 and i["y"] is not None]
+    if not items:
+        return None
+    bottom, right = HEIGHT - BOTTOM, WIDTH - RIGHT
+    x_axis = Axis(*_log_range([i["x"] for i in items]), start=LEFT, end=right, log=True)
+    y_axis = Axis(0, 100, start=bottom, end=TOP)
+    front = pareto_front([(i["y"], i["x"]) for i in items])
+    points = [
+        Point(x_axis(i["x"]), y_axis(i["y"]), i["label"], i["href"], index in front)
+        for index, i in enumerate(items)
+    ]
+    front_points = sorted((p for p in points if p.on_front), key=lambda p: p.x)
+    # A staircase: nothing above-right of it exists, which is what "Pareto front" means here.
+    path = []
+    for index, p in enumerate(front_points):
+        if index == 0:
+            path.append(f"M{p.x},{p.y}")
+        else:
+            path.append(f"H{p.x}V{p.y}")
+    return Scatter(
+        width=WIDTH,
+        height=HEIGHT,
+        x_axis=x_axis,
+        y_axis=y_axis,
+        x_ticks=x_axis.ticks(),
+        y_ticks=y_axis.ticks(),
+        points=[p for p in points if not p.on_front] + front_points,
+        front_path=" ".join(path),
+        front=sorted(front_points, key=lambda p: -p.x),
+        plot=(LEFT, TOP, right, bottom),
+    )
+
+
+# --- strip charts with a box per row ------------------------------------------------------------
+
+
+@dataclass
+class Dot:
+    x: float
+    y: float
+    label: str
+    href: str = ""
+    series: int = 0
+
+
+@dataclass
+class StripRow:
+    label: str
+    y: float
+    dots: list[Dot]
+    box: Box | None
+    box_px: dict = field(default_factory=dict)
+    series: int = 0
+
+
+@dataclass
+class Strip:
+    width: int
+    height: int
+    axis: Axis
+    ticks: list[Tick]
+    rows: list[StripRow]
+    unit: str
+    plot: tuple[float, float, float, float]
+
+
+ROW_HEIGHT = 34
+STRIP_LEFT = 170
+
+
+def strip(
+    rows: Sequence[tuple[str, Sequence[dict]]],
+    *,
+    unit: str,
+    log: bool = False,
+    fixed: tuple[float, float] | None = None,
+) -> Strip | None:
+    """One lane per row: every value as a dot (jittered) over the row's box and whiskers.
+
+    rows holds (label, items); each item has value, label, optional href and series.
+    """
+    values = [item["value"] for _, items in rows for item in items if item["value"] is not None]
+    if not values:
+        return None
+    height = TOP + ROW_HEIGHT * len(rows) + BOTTOM
+    right, bottom = WIDTH - RIGHT, height - BOTTOM
+    if fixed:
+        low, high = fixed
+    elif log and min(values) > 0 and max(values) / min(values) >= 4:
+        low, high = _log_range(values)
+    else:
+        # A narrow spread reads better on a linear axis that does not start at zero.
+        log = False
+        low, high = _linear_range(values, floor_zero=min(values) < 0.3 * max(values))
+    axis = Axis(low, high, start=STRIP_LEFT, end=right, log=log)
+    lanes = []
+    for index, (label, items) in enumerate(rows):
+        centre = TOP + ROW_HEIGHT * index + ROW_HEIGHT / 2
+        present = [i for i in items if i["value"] is not None]
+        dots = [
+            Dot(
+                axis(min(max(i["value"], low), high)),
+                # A deterministic jitter keeps equal values apart and the SVG cacheable.
+                round(centre + ((n * 7919) % 13 - 6) * 1.1, 1),
+                i["label"],
+                i.get("href", ""),
+                i.get("series", index) % PALETTE_SIZE,
+            )
+            for n, i in enumerate(present)
+        ]
+        summary = box(i["value"] for i in present)
+        box_px = {}
+        if summary is not None and summary.n >= 3:
+            box_px = {
+                "low": axis(max(summary.low, low)),
+                "q1": axis(max(summary.q1, low)),
+                "median": axis(summary.median),
+                "q3": axis(min(summary.q3, high)),
+                "high": axis(min(summary.high, high)),
+                "top": centre - 10,
+                "bottom": centre + 10,
+            }
+            box_px["box_width"] = round(box_px["q3"] - box_px["q1"], 1)
+        lanes.append(StripRow(label, centre, dots, summary, box_px, index % PALETTE_SIZE))
+    return Strip(
+        width=WIDTH,
+        height=height,
+        axis=axis,
+        ticks=axis.ticks(),
+        rows=lanes,
+        unit=unit,
+        plot=(STRIP_LEFT, TOP, right, bottom),
+    )
+
+
+# --- trend across engine versions ---------------------------------------------------------------
+
+
+@dataclass
+class TrendPoint:
+    x: float
+    y: float
+    low_y: float
+    high_y: float
+    category: str
+    value: float
+    n: int
+
+
+@dataclass
+class Trend:
+    width: int
+    height: int
+    axis: Axis
+    ticks: list[Tick]
+    points: list[TrendPoint]
+    path: str
+    unit: str
+    plot: tuple[float, float, float, float]
+
+
+def trend(categories: Sequence[tuple[str, Sequence[float]]], *, unit: str) -> Trend | None:
+    """Median per category (in the given order) with a min–max whisker; two or more needed."""
+    groups = [(name, box(values)) for name, values in categories]
+    groups = [(name, summary) for name, summary in groups if summary is not None]
+    if len(groups) < 2:
+        return None
+    height = 260
+    bottom, right = height - BOTTOM, WIDTH - RIGHT
+    low, high = _linear_range([v for _, s in groups for v in (s.low, s.high)])
+    axis = Axis(low, high, start=bottom, end=TOP)
+    step = (right - LEFT) / len(groups)
+    points = [
+        TrendPoint(
+            round(LEFT + step * (index + 0.5), 1),
+            axis(summary.median),
+            axis(summary.low),
+            axis(summary.high),
+            name,
+            summary.median,
+            summary.n,
+        )
+        for index, (name, summary) in enumerate(groups)
+    ]
+    path = " ".join(("M" if i == 0 else "L") + f"{p.x},{p.y}" for i, p in enumerate(points))
+    return Trend(
+        width=WIDTH,
+        height=height,
+        axis=axis,
+        ticks=axis.ticks(5),
+        points=points,
+        path=path,
+        unit=unit,
+        plot=(LEFT, TOP, right, bottom),
+    )

@@ -1,0 +1,592 @@
+"""`benchloop`: benchmark a local or remote LLM server and publish the result.
+
+Exit codes (stable, for scripts):
+  0  success
+  1  the run failed or is incomplete (interrupted, every task errored)
+  2  usage or user error (bad option, unknown model/suite/run)
+  3  a server (LLM endpoint or site) is unreachable or timed out
+  4  authentication refused or missing (endpoint key, site key, login)
+  5  a server answered with an error (5xx, rejected request, unexpected API)
+  130 interrupted before a run started
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+from datetime import UTC, datetime
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from worker.engine import __version__
+from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
+from worker.engine.compare import compare_bundles
+from worker.engine.detect import COMMON_PORTS, scan_local
+from worker.engine.errors import EngineError, UsageError
+from worker.engine.hardware import detect_hardware
+from worker.engine.orchestrator import RunConfig, execute, prepare_run
+from worker.engine.suites import available_suites, load_profiles
+
+EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_SERVER = 0, 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 130
+_EXIT_BY_KIND = {
+    "unreachable": EXIT_UNREACHABLE,
+    "timeout": EXIT_UNREACHABLE,
+    "auth": EXIT_AUTH,
+    "unknown_model": EXIT_USAGE,
+    "usage": EXIT_USAGE,
+    "suite_data": EXIT_USAGE,
+    "context_overflow": EXIT_USAGE,
+}
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _csv_list(value: str | None) -> list[str] | None:
+    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+    return items or None
+
+
+def _fmt(value: object, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------- run
+
+
+class RunDisplay:
+    """Rich progress bar fed by orchestrator events, with an ETA and the live decode rate.
+
+    Progress is counted in estimated work, not requests: a 2048-token prompt with a 512-token
+    answer takes far longer than a short one, and an ETA over request counts would swing.
+    """
+
+    def __init__(self, console: Console, tasks: dict[str, list[dict]]):
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=30),
+            TextColumn("{task.fields[requests]}"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[eta]}"),
+            TextColumn("{task.fields[rate]}"),
+            console=console,
+            transient=False,
+        )
+        self.costs = _work_estimates(tasks)
+        self.speed_ids = {task["id"] for task in tasks.get("speed", [])}
+        self.bar = None
+        self.done = self.total = 0
+
+    def __enter__(self) -> RunDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def _advance(self, task_id: str, rate: str | None = None) -> None:
+        self.done += 1
+        fields = {"requests": f"{self.done}/{self.total} requests"}
+        if rate is not None:
+            fields["rate"] = rate
+        self.progress.update(self.bar, advance=self.costs.get(task_id, 1.0), **fields)
+        task = self.progress.tasks[0]
+        if task.completed and task.elapsed:
+            # Elapsed per unit of work done × work left: steady, unlike a 30 s speed window.
+            left = task.elapsed / task.completed * max(task.total - task.completed, 0)
+            self.progress.update(self.bar, eta=f"ETA {int(left // 60)}:{int(left % 60):02d}")
+
+    def on_event(self, event: dict) -> None:
+        kind = event["type"]
+        if kind == "run_started":
+            trials = event["speed_trials"]
+            counts = event["suite_task_counts"]
+            self.total = sum(n * (trials if s == "speed" else 1) for s, n in counts.items())
+            work = sum(
+                cost * (trials if task_id in self.speed_ids else 1)
+                for task_id, cost in self.costs.items()
+            )
+            self.bar = self.progress.add_task(
+                "warming up", total=work, rate="", eta="ETA –", requests=f"0/{self.total} requests"
+            )
+        elif self.bar is None:
+            return
+        elif kind == "task_started":
+            self.progress.update(self.bar, description=event["task_id"])
+        elif kind == "task_progress" and event.get("live_tps"):
+            rate = f"{event['live_tps']:.1f} tok/s (trial {event['trial']}/{event['trials']})"
+            self.progress.update(self.bar, rate=rate)
+        elif kind == "trial_completed":
+            rate = f"{event['decode_tps']:.1f} tok/s" if event.get("decode_tps") else "trial error"
+            self._advance(event["task_id"], rate)
+        elif kind == "task_completed" and event["suite"] != "speed":
+            self._advance(event["task_id"])
+        elif kind in ("run_completed", "run_failed"):
+            self.progress.update(self.bar, description=event.get("status", "done"))
+
+
+def _work_estimates(tasks: dict[str, list[dict]]) -> dict[str, float]:
+    """Relative cost of one request per task: prompt tokens + 4 × output tokens (decoding a
+    token costs several times more than prefilling one)."""
+    costs = {}
+    for task_list in tasks.values():
+        for task in task_list:
+            out_tokens = task.get("config", {}).get("max_tokens", 256)
+            prompt_tokens = task.get("speed", {}).get("prompt_tokens", 200)
+            costs[task["id"]] = float(prompt_tokens + 4 * out_tokens)
+    return costs
+
+
+def _run_summary(outcome) -> dict:
+    bundle = outcome.bundle
+    keys = ("overall_score", "quality_score", "speed_score", "reliability_score", "value_score")
+    return {
+        "ok": outcome.status == "complete",
+        "status": outcome.status,
+        "run_id": bundle["run_id"],
+        "client_run_id": bundle["client_run_id"],
+        "path": str(outcome.path),
+        "model": bundle["model"],
+        "engine": bundle["engine"],
+        "scoring_mode": bundle["scoring_mode"],
+        "hardware_label": bundle["machine"]["hardware_label"],
+        "scores": {k: bundle[k] for k in keys},
+        "speed_summary": bundle["speed_summary"],
+        "speed_metrics": bundle["speed_metrics"],
+        "error": bundle.get("error"),
+    }
+
+
+def _render_run(bundle: dict, path: str) -> None:
+    speed = bundle["suites"].get("speed")
+    if speed:
+        table = Table(title="Speed tasks (medians over trials)")
+        for col in ("task", "prompt tok", "out tok", "decode tok/s", "server tok/s", "TTFT ms"):
+            table.add_column(col, justify="left" if col == "task" else "right")
+        table.add_column("prefill tok/s", justify="right")
+        table.add_column("score", justify="right")
+        for task in speed["tasks"]:
+            sm = task["metadata"].get("speed_metrics", {})
+            server = (task["metadata"].get("summary") or {}).get("server_decode_tps") or {}
+            table.add_row(
+                task["task_id"] + (" [red](error)" if task["error"] else ""),
+                str(task["tokens_prompt"]),
+                str(task["tokens_generated"]),
+                _fmt(sm.get("generation_tok_per_sec")),
+                _fmt(server.get("median")),
+                _fmt(sm.get("ttft_ms"), 0),
+                _fmt(sm.get("prompt_eval_tok_per_sec")),
+                _fmt(task["score"]),
+            )
+        out.print(table)
+    summary = bundle["speed_summary"]
+    table = Table(title="Run summary (all measured trials)")
+    for col in ("metric", "n", "median", "mean", "stdev", "95% CI of mean", "p95", "peak"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for key, label in (
+        ("decode_tps", "decode tok/s"),
+        ("prefill_tps", "prefill tok/s"),
+        ("ttft_ms", "TTFT ms"),
+        ("server_decode_tps", "server decode tok/s"),
+    ):
+        s = summary[key]
+        ci = f"{_fmt(s['ci95_low'])}–{_fmt(s['ci95_high'])}" if s["ci95_low"] is not None else "–"
+        table.add_row(
+            label,
+            str(s["n"]),
+            _fmt(s["median"]),
+            _fmt(s["mean"]),
+            _fmt(s["stdev"]),
+            ci,
+            _fmt(s["p95"]),
+            _fmt(s["peak"]),
+        )
+    out.print(table)
+    out.print(
+        f"decode vs server: [bold]{_fmt(summary.get('decode_ratio_vs_server'), 3)}[/]  "
+        f"speed score: [bold]{_fmt(bundle['speed_score'])}[/] ({bundle['scoring_mode']} curve)  "
+        f"status: [bold]{bundle['status']}[/]"
+    )
+    if bundle.get("error"):
+        out.print(f"[yellow]{bundle['error']['message']}[/]")
+    out.print(f"bundle: {escape(path)}", soft_wrap=True)
+
+
+def _auto_url() -> str:
+    found = scan_local()
+    if len(found) == 1:
+        return found[0].base_url
+    if not found:
+        raise UsageError(
+            "no --url given and no LLM server answers on the usual local ports",
+            hint=f"Start one or pass --url (ports tried: {', '.join(map(str, COMMON_PORTS))}).",
+        )
+    urls = ", ".join(f.base_url for f in found)
+    raise UsageError(f"several local servers answer ({urls})", hint="Pick one with --url.")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    url = args.url or os.environ.get("BENCHLOOP_URL") or _auto_url()
+    config = RunConfig(
+        url=url,
+        model=args.model,
+        provider=args.provider,
+        suites=_csv_list(args.suites),
+        profile=args.profile,
+        tasks=_csv_list(args.tasks),
+        trials=args.trials,
+        scoring="local" if args.local else "remote" if args.remote else None,
+        hardware_label=args.hardware,
+        gpu=args.gpu,
+        gpu_memory_gb=args.gpu_memory_gb,
+        api_key=args.api_key or os.environ.get("BENCHLOOP_ENDPOINT_API_KEY") or None,
+        timeout=args.timeout,
+        max_tokens=args.max_tokens,
+    )
+    prep = prepare_run(config)
+    try:
+        if args.json:
+            outcome = execute(prep)
+        else:
+            info = prep.info
+            out.print(
+                f"[bold]{info.kind}[/] {info.engine.get('version', '')} · "
+                f"model [bold]{prep.model}[/]"
+                f" · {'local' if prep.locality.scoring_local else 'remote'} scoring"
+                f" ({prep.locality.reason}) · trials {config.trials}"
+            )
+            with RunDisplay(out, prep.tasks) as display:
+                outcome = execute(prep, display.on_event)
+            # The bundle is already on disk; a display crash here loses nothing.
+            _render_run(outcome.bundle, str(outcome.path))
+    finally:
+        prep.provider.close()
+    if args.json:
+        _print_json(_run_summary(outcome))
+    return EXIT_OK if outcome.status == "complete" else EXIT_RUN
+
+
+# --------------------------------------------------------------------------------------- info
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    hardware = detect_hardware()
+    servers = [
+        {"url": s.base_url, "kind": s.kind, "engine": s.engine, "models": s.models}
+        for s in scan_local()
+    ]
+    suites = {
+        name: {
+            "version": s.version,
+            "task_count": len(s.tasks),
+            "description": s.description,
+            "tasks": [t["id"] for t in s.tasks],
+        }
+        for name, s in available_suites().items()
+    }
+    profiles = load_profiles()
+    profile_rows = {}
+    for name, p in profiles["profiles"].items():
+        missing = [s for s in p["suites"] if s not in suites]
+        profile_rows[name] = {
+            "suites": p["suites"],
+            "task_count": sum(suites[s]["task_count"] for s in p["suites"] if s in suites),
+            "available": not missing,
+            "missing_suites": missing,
+            "default": name == profiles["default"],
+        }
+    data = {
+        "version": __version__,
+        "hardware": hardware,
+        "servers": servers,
+        "suites": suites,
+        "profiles": profile_rows,
+    }
+    if args.json:
+        _print_json(data)
+        return EXIT_OK
+    out.print(f"[bold]benchloop {__version__}[/]")
+    gpus = (
+        ", ".join(f"{g['name']} ({_fmt(g.get('vram_gb'))} GB)" for g in hardware["gpus"]) or "none"
+    )
+    out.print(
+        f"CPU: {hardware['cpu_model']} ({hardware['cpu_physical_cores']} cores, "
+        f"{hardware['cpu_logical_cores']} threads) · RAM {hardware['ram_gb']} GB · "
+        f"{hardware['os']} {hardware['os_version']}\nGPU: {gpus}"
+    )
+    for note in hardware["notes"]:
+        out.print(f"[dim]{note}[/]")
+    table = Table(title="LLM servers on this machine")
+    for col in ("url", "kind", "version", "models"):
+        table.add_column(col)
+    for s in servers:
+        table.add_row(
+            s["url"], s["kind"], str(s["engine"].get("version", "")), ", ".join(s["models"])
+        )
+    out.print(table if servers else "No LLM server answers on the usual local ports.")
+    table = Table(title="Suites")
+    for col in ("suite", "version", "tasks", "description"):
+        table.add_column(col)
+    for name, s in suites.items():
+        table.add_row(name, s["version"], str(s["task_count"]), s["description"])
+    out.print(table)
+    table = Table(title="Profiles")
+    for col in ("profile", "suites", "tasks", "status"):
+        table.add_column(col)
+    for name, p in profile_rows.items():
+        status = "available" if p["available"] else "needs " + ", ".join(p["missing_suites"])
+        label = name + (" (default)" if p["default"] else "")
+        table.add_row(label, ", ".join(p["suites"]), str(p["task_count"]), status)
+    out.print(table)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------ compare
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    a = load_bundle(find_run(args.run_a))
+    b = load_bundle(find_run(args.run_b))
+    result = compare_bundles(a, b)
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    out.print(
+        f"A: {result['a']['run_id']} ({result['a']['model']}, {result['a']['hardware_label']})"
+    )
+    out.print(
+        f"B: {result['b']['run_id']} ({result['b']['model']}, {result['b']['hardware_label']})"
+    )
+    if not result["same_manifest"]:
+        out.print("[yellow]The runs used different task manifests; compare with care.[/]")
+    table = Table(title="Speed (median [95% CI of mean], n)")
+    for col in ("metric", "A", "B", "Δ", "Δ%", "p", "significant"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+
+    def cell(s: dict) -> str:
+        if s["median"] is None:
+            return "–"
+        ci = f" [{_fmt(s['ci95_low'])}–{_fmt(s['ci95_high'])}]" if s["ci95_low"] is not None else ""
+        return f"{_fmt(s['median'])}{ci} n={s['n']}"
+
+    for row in result["metrics"] + result["tasks"]:
+        verdict = ("yes, " + row["better"].upper() + " better") if row["significant"] else "no"
+        table.add_row(
+            row["label"],
+            cell(row["a"]),
+            cell(row["b"]),
+            _fmt(row["delta"]),
+            _fmt(row["delta_pct"]),
+            _fmt(row["p_value"], 4),
+            verdict,
+        )
+    out.print(table)
+    scores = Table(title="Scores")
+    for col in ("score", "A", "B", "Δ"):
+        scores.add_column(col, justify="left" if col == "score" else "right")
+    for row in result["scores"]:
+        scores.add_row(row["metric"], _fmt(row["a"], 2), _fmt(row["b"], 2), _fmt(row["delta"], 2))
+    out.print(scores)
+    out.print(f"[dim]Significance: {result['method']}.[/]")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------- submit, login, export
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from worker.engine.site import api_key_for, site_url, submit
+
+    path = find_run(args.run)
+    bundle = load_bundle(path)
+    if bundle["status"] != "complete" and not args.allow_incomplete:
+        raise UsageError(
+            f"run {bundle['run_id']} is {bundle['status']}",
+            hint="Only complete runs are submitted; pass --allow-incomplete to send it anyway.",
+        )
+    site = site_url(args.site)
+    key = api_key_for(site)
+    secrets = [key, os.environ.get("BENCHLOOP_ENDPOINT_API_KEY", "")]
+    payload = upload_view(bundle, secrets=secrets)
+    result = submit(site, key, payload)
+    record = {
+        "ok": True,
+        "site": site,
+        "run_id": bundle["run_id"],
+        "client_run_id": bundle["client_run_id"],
+        "status_code": result.status_code,
+        "created": result.created,
+        "url": result.body.get("url"),
+        "submitted_at": datetime.now(UTC).isoformat(),
+    }
+    # Kept beside run.json (which stays exactly as measured) so users can see what was sent.
+    (path.parent / "submission.json").write_text(json.dumps(record, indent=1) + "\n")
+    if args.json:
+        _print_json(record)
+    else:
+        verb = "uploaded" if result.created else "already on the site (same client_run_id)"
+        out.print(f"{bundle['run_id']}: {verb}" + (f" → {record['url']}" if record["url"] else ""))
+    return EXIT_OK
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    from worker.engine.site import device_poll, device_start, save_credentials, site_url
+
+    site = site_url(args.site)
+    grant = device_start(site)
+    target = grant.verification_uri_complete or grant.verification_uri
+    err.print(f"Open [bold]{target}[/] and enter the code [bold]{grant.user_code}[/]")
+    err.print("[dim]Waiting for approval… (Ctrl-C to cancel)[/]")
+    key = device_poll(site, grant)
+    path = save_credentials(site, key)
+    if args.json:
+        _print_json({"ok": True, "site": site, "credentials": str(path)})
+    else:
+        out.print(f"Logged in to {site}; key saved to {path} (mode 0600).")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    paths = (
+        [find_run(ref) for ref in args.runs] if args.runs else [p / "run.json" for p in list_runs()]
+    )
+    rows = [export_row(load_bundle(p)) for p in paths]
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        text = (
+            json.dumps(
+                {
+                    "generated_at": datetime.now(UTC).isoformat(),
+                    "count": len(rows),
+                    "source": "benchloop export",
+                    "runs": rows,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    else:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(export_row({}).keys()))
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buffer.getvalue()
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        if not args.json:
+            err.print(f"{len(rows)} run(s) written to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchloop",
+        description="Benchmark an LLM server (llama.cpp, Ollama, vLLM, LM Studio, any "
+        "OpenAI-compatible API) and publish the result to a BenchLoop site.",
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"benchloop {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        return p
+
+    run = command("run", "run suites against an endpoint and write a run bundle")
+    run.add_argument(
+        "--url", help="endpoint root (default: $BENCHLOOP_URL, else the one local server found)"
+    )
+    run.add_argument("--model", help="model id (default: the only model the server lists)")
+    run.add_argument("--provider", choices=("auto", "openai", "ollama"), default="auto")
+    run.add_argument("--suites", help="comma-separated suites (overrides the profile's list)")
+    run.add_argument("--profile", help="profile name (see `benchloop info`)")
+    run.add_argument("--tasks", help="comma-separated task ids or globs, e.g. 'speed-p128-*'")
+    run.add_argument("--trials", type=int, default=5, help="measured repeats per speed task (5)")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--local", action="store_true", help="force the local scoring curve")
+    mode.add_argument("--remote", action="store_true", help="force the remote (cloud) curve")
+    run.add_argument("--hardware", help="hardware label override")
+    run.add_argument("--gpu", help="GPU name override")
+    run.add_argument("--gpu-memory-gb", type=float, help="GPU memory override (GB)")
+    run.add_argument("--api-key", help="endpoint key (default $BENCHLOOP_ENDPOINT_API_KEY)")
+    run.add_argument("--timeout", type=float, default=300.0, help="seconds without data (300)")
+    run.add_argument(
+        "--max-tokens", type=int, help="cap every task's output tokens (not comparable)"
+    )
+    run.set_defaults(handler=cmd_run)
+
+    info = command("info", "show hardware, local LLM servers, suites and profiles")
+    info.set_defaults(handler=cmd_info)
+
+    compare = command("compare", "compare two runs with significance of the speed difference")
+    compare.add_argument("run_a", metavar="RUN_A", help="run id, prefix, folder or run.json")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.set_defaults(handler=cmd_compare)
+
+    submit = command("submit", "upload a run (default: the latest) to a BenchLoop site")
+    submit.add_argument("run", nargs="?", metavar="RUN")
+    submit.add_argument("--site", help="site URL (default $BENCHLOOP_SITE or the saved login)")
+    submit.add_argument("--allow-incomplete", action="store_true")
+    submit.set_defaults(handler=cmd_submit)
+
+    login = command("login", "log in to a BenchLoop site (device code) and save an API key")
+    login.add_argument("--site", help="site URL (default $BENCHLOOP_SITE)")
+    login.set_defaults(handler=cmd_login)
+
+    export = command("export", "export runs as JSON or CSV")
+    export.add_argument("runs", nargs="*", metavar="RUN", help="runs to export (default: all)")
+    export.add_argument("--format", choices=("json", "csv"), default="json")
+    export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    export.set_defaults(handler=cmd_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except EngineError as exc:
+        code = _EXIT_BY_KIND.get(exc.kind, EXIT_SERVER)
+        if getattr(args, "json", False):
+            _print_json({"ok": False, "error": exc.to_dict(), "exit_code": code})
+        err.print(f"[red]error:[/] {escape(exc.message)}")
+        if exc.hint:
+            err.print(f"[dim]hint:[/] {escape(exc.hint)}")
+        return code
+    except OSError as exc:
+        # Disk full, permission denied, unreadable file: say so plainly, without a traceback.
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        return EXIT_RUN
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Speed metrics of one streamed request, and run-level summaries (see docs/metrics.md)."""
+
+from __future__ import annotations
+
+from .providers.base import ChatResponse
+from .stats import percentile, summarize
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def request_metrics(response: ChatResponse) -> dict:
+    """Client-measured speed of one streamed request plus the server's own numbers.
+
+    TTFT = first output chunk − sent. E2E = last output chunk − sent. N = the server's completion
+    token count (the count of output chunks only if the server reports none).
+    TPOT = (E2E − TTFT)/(N − 1); decode tok/s = 1000/TPOT; prefill tok/s = prompt tokens/TTFT.
+    """
+    timing = response.timing
+    if timing is None:
+        raise ValueError("speed metrics need a streamed response")
+    chunks = timing.token_chunk_ms
+    n_server = response.completion_tokens
+    n = n_server if n_server else len(chunks)
+    ttft, e2e = timing.first_token_ms, timing.last_token_ms
+    tpot = decode = prefill = None
+    if ttft is not None and e2e is not None and n >= 2 and e2e > ttft:
+        tpot = (e2e - ttft) / (n - 1)
+        decode = 1000.0 / tpot
+    if ttft and response.prompt_tokens:
+        prefill = response.prompt_tokens / (ttft / 1000.0)
+    gaps = sorted(b - a for a, b in zip(chunks, chunks[1:], strict=False))
+    server = response.server
+    server_decode = server.predicted_per_second if server else None
+    server_prefill = server.prompt_per_second if server else None
+    metrics = {
+        "completion_tokens": n,
+        "token_count_source": "server" if n_server else "chunks",
+        "prompt_tokens": response.prompt_tokens,
+        "cached_tokens": response.cached_tokens,
+        "finish_reason": response.finish_reason,
+        "ttft_ms": _r(ttft),
+        "ttft_content_ms": _r(timing.first_content_ms),
+        "e2e_ms": _r(e2e),
+        "done_ms": _r(timing.done_ms),
+        "tpot_ms": _r(tpot, 4),
+        "decode_tps": _r(decode),
+        "prefill_tps": _r(prefill),
+        "itl_ms": {
+            "n": len(gaps),
+            "median": _r(percentile(gaps, 0.5)) if gaps else None,
+            "p95": _r(percentile(gaps, 0.95)) if gaps else None,
+            "p99": _r(percentile(gaps, 0.99)) if gaps else None,
+            "max": _r(gaps[-1]) if gaps else None,
+        },
+        "server": _server_dict(response),
+        "server_decode_tps": _r(server_decode),
+        "server_prefill_tps": _r(server_prefill),
+        "decode_ratio_vs_server": _r(decode / server_decode, 4)
+        if decode and server_decode
+        else None,
+        "prefill_ratio_vs_server": _r(prefill / server_prefill, 4)
+        if prefill and server_prefill
+        else None,
+        "ttft_minus_server_prompt_ms": _r(ttft - server.prompt_ms)
+        if ttft is not None and server and server.prompt_ms is not None
+        else None,
+        "retried_connection": timing.retried,
+        "timings": {
+            "t_sent_ms": 0.0,
+            "first_token_ms": _r(ttft),
+            "first_content_ms": _r(timing.first_content_ms),
+            "last_token_ms": _r(e2e),
+            "done_ms": _r(timing.done_ms),
+            "event_count": timing.event_count,
+            "chunk_ms": chunks,
+        },
+    }
+    # The v3 per-trial block, so older readers find the numbers where they expect them.
+    metrics["speed_metrics"] = {
+        "ttft_ms": metrics["ttft_ms"] or 0.0,
+        "prompt_eval_tok_per_sec": metrics["prefill_tps"] or 0.0,
+        "generation_tok_per_sec": metrics["decode_tps"] or 0.0,
+        "total_latency_ms": metrics["e2e_ms"] or 0.0,
+    }
+    return metrics
+
+
+def _server_dict(response: ChatResponse) -> dict | None:
+    server = response.server
+    if server is None:
+        return None
+    return {
+        "source": server.source,
+        "prompt_n": server.prompt_n,
+        "prompt_ms": _r(server.prompt_ms),
+        "predicted_n": server.predicted_n,
+        "predicted_ms": _r(server.predicted_ms),
+        "cache_n": server.cache_n,
+        "prompt_per_second": _r(server.prompt_per_second),
+        "predicted_per_second": _r(server.predicted_per_second),
+    }
+
+
+def measured_trials(tasks: list[dict]) -> list[dict]:
+    """Every successful, non-warm-up trial of the given speed task records."""
+    out = []
+    for task in tasks:
+        for trial in (task.get("metadata") or {}).get("trials") or []:
+            if trial.get("ok", True) and not trial.get("warmup"):
+                out.append(trial)
+    return out
+
+
+def _median_of(values: list[float | None]) -> float | None:
+    clean = sorted(v for v in values if v is not None)
+    return _r(percentile(clean, 0.5), 4) if clean else None
+
+
+def speed_summary(trials: list[dict]) -> dict:
+    """Run-level distributions over every measured trial (all speed tasks pooled)."""
+    itl = [t["itl_ms"]["median"] for t in trials if (t.get("itl_ms") or {}).get("median")]
+    return {
+        "decode_tps": summarize(t.get("decode_tps") for t in trials),
+        "prefill_tps": summarize(t.get("prefill_tps") for t in trials),
+        "ttft_ms": summarize((t.get("ttft_ms") for t in trials), higher_is_better=False),
+        "server_decode_tps": summarize(t.get("server_decode_tps") for t in trials),
+        "server_prefill_tps": summarize(t.get("server_prefill_tps") for t in trials),
+        "itl_median_ms": summarize(itl, higher_is_better=False),
+        "decode_ratio_vs_server": _median_of([t.get("decode_ratio_vs_server") for t in trials]),
+        "prefill_ratio_vs_server": _median_of([t.get("prefill_ratio_vs_server") for t in trials]),
+        "ttft_minus_server_prompt_ms": _median_of(
+            [t.get("ttft_minus_server_prompt_ms") for t in trials]
+        ),
+    }
+
+
+def speed_metrics_v3(trials: list[dict]) -> dict:
+    """The v3 ``speed_metrics`` keys, from the same pooled trials as ``speed_summary``."""
+    decode = sorted(t["decode_tps"] for t in trials if t.get("decode_tps"))
+    ttft = sorted(t["ttft_ms"] for t in trials if t.get("ttft_ms"))
+    prefill = sorted(t["prefill_tps"] for t in trials if t.get("prefill_tps"))
+    e2e = sorted(t["e2e_ms"] for t in trials if t.get("e2e_ms"))
+
+    def pct(values: list[float], q: float) -> float:
+        return round(percentile(values, q), 4) if values else 0.0
+
+    return {
+        "ttft_ms": pct(ttft, 0.5),
+        "prompt_eval_tok_per_sec": pct(prefill, 0.5),
+        "generation_tok_per_sec": pct(decode, 0.5),
+        "total_latency_ms": pct(e2e, 0.5),
+        "generation_tok_per_sec_p50": pct(decode, 0.5),
+        "generation_tok_per_sec_p95": pct(decode, 0.95),
+        "ttft_ms_p50": pct(ttft, 0.5),
+        "ttft_ms_p95": pct(ttft, 0.95),
+        "sample_count": len(decode),
+    }
+
+
+def _trial_value(trial: dict, key: str, legacy_key: str) -> float | None:
+    if trial.get(key) is not None:
+        return trial[key]
+    value = (trial.get("speed_metrics") or {}).get(legacy_key)
+    return value if value else None
+
+
+def speed_samples(doc: dict) -> list[dict]:
+    """Measured speed samples of any run document (ours or legacy): one dict per good trial."""
+    out = []
+    for task in (doc.get("suites", {}).get("speed") or {}).get("tasks") or []:
+        for trial in (task.get("metadata") or {}).get("trials") or []:
+            if trial.get("warmup") or trial.get("error") or trial.get("ok") is False:
+                continue
+            out.append(
+                {
+                    "task_id": task.get("task_id"),
+                    "decode_tps": _trial_value(trial, "decode_tps", "generation_tok_per_sec"),
+                    "prefill_tps": _trial_value(trial, "prefill_tps", "prompt_eval_tok_per_sec"),
+                    "ttft_ms": _trial_value(trial, "ttft_ms", "ttft_ms"),
+                }
+            )
+    return out

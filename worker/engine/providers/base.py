@@ -1,0 +1,167 @@
+"""Provider-neutral request/response types and the <think> splitter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+# Called for every chunk that carried generated output: (token chunks so far, seconds since sent).
+ChunkCallback = Callable[[int, float], None]
+
+
+@dataclass
+class ChatRequest:
+    """One chat request, in OpenAI message format."""
+
+    messages: list[dict]
+    max_tokens: int | None = None
+    temperature: float | None = 0.0
+    tools: list[dict] | None = None
+    tool_choice: str | dict | None = None
+    ignore_eos: bool = False
+    seed: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict | None
+    raw_arguments: str
+
+
+@dataclass
+class ServerTimings:
+    """What the server itself reports about a request (llama.cpp ``timings``, Ollama counters)."""
+
+    source: str
+    prompt_n: int | None = None
+    prompt_ms: float | None = None
+    predicted_n: int | None = None
+    predicted_ms: float | None = None
+    cache_n: int | None = None
+    prompt_per_second: float | None = None
+    predicted_per_second: float | None = None
+
+
+@dataclass
+class StreamTiming:
+    """Client-side clock readings for one streamed request, in ms relative to ``t_sent``."""
+
+    first_token_ms: float | None = None
+    first_content_ms: float | None = None
+    last_token_ms: float | None = None
+    done_ms: float | None = None
+    token_chunk_ms: list[float] = field(default_factory=list)
+    event_count: int = 0
+    retried: bool = False
+
+
+@dataclass
+class ChatResponse:
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    server: ServerTimings | None = None
+    timing: StreamTiming | None = None
+    wall_ms: float | None = None
+    streamed: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Provider(Protocol):
+    """What the orchestrator needs from a transport-level provider."""
+
+    api: str
+    model: str
+
+    def list_models(self) -> list[str]: ...
+
+    def chat(self, request: ChatRequest) -> ChatResponse: ...
+
+    def chat_stream(
+        self, request: ChatRequest, on_chunk: ChunkCallback | None = None
+    ) -> ChatResponse: ...
+
+    def close(self) -> None: ...
+
+
+def parse_arguments(raw: object) -> tuple[dict | None, str]:
+    """Tool-call arguments arrive as a JSON string (OpenAI) or an object (Ollama)."""
+    if isinstance(raw, dict):
+        return raw, json.dumps(raw)
+    text = "" if raw is None else str(raw)
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return None, text
+    return (value if isinstance(value, dict) else None), text
+
+
+class ThinkSplitter:
+    """Separate ``<think>…</think>`` reasoning from the answer in a stream of text pieces.
+
+    Tags may be split across chunks, so a possible tag prefix is held back until it is decided.
+    """
+
+    OPEN, CLOSE = "<think>", "</think>"
+
+    def __init__(self) -> None:
+        self.in_think = False
+        self._pending = ""
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """Add a piece; return the (answer, reasoning) text it released."""
+        buf = self._pending + text
+        self._pending = ""
+        out_content, out_reason = [], []
+        while buf:
+            tag = self.CLOSE if self.in_think else self.OPEN
+            idx = buf.find(tag)
+            if idx >= 0:
+                (out_reason if self.in_think else out_content).append(buf[:idx])
+                buf = buf[idx + len(tag) :]
+                self.in_think = not self.in_think
+                continue
+            keep = _partial_suffix(buf, tag)
+            (out_reason if self.in_think else out_content).append(buf[: len(buf) - keep])
+            self._pending = buf[len(buf) - keep :]
+            break
+        content, reasoning = "".join(out_content), "".join(out_reason)
+        self.content.append(content)
+        self.reasoning.append(reasoning)
+        return content, reasoning
+
+    def finish(self) -> tuple[str, str]:
+        """Flush held-back text and return the full (answer, reasoning)."""
+        if self._pending:
+            (self.reasoning if self.in_think else self.content).append(self._pending)
+            self._pending = ""
+        return "".join(self.content).strip(), "".join(self.reasoning).strip()
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
+def split_think(text: str) -> tuple[str, str]:
+    """Split a complete text into (answer, reasoning)."""
+    splitter = ThinkSplitter()
+    splitter.feed(text)
+    return splitter.finish()

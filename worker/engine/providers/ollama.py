@@ -1,0 +1,214 @@
+"""Ollama native ``/api/chat`` provider: streamed NDJSON with the server's own counters."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+
+from ..errors import ProtocolError, RequestTimeout, StreamInterrupted
+from ..transport import Transport, map_transport_error
+from .base import (
+    ChatRequest,
+    ChatResponse,
+    ChunkCallback,
+    ServerTimings,
+    StreamTiming,
+    ThinkSplitter,
+    ToolCall,
+    parse_arguments,
+)
+
+_NS_PER_MS = 1_000_000
+
+
+class OllamaProvider:
+    """Chat over Ollama's native API, which reports prompt and eval counts and durations."""
+
+    api = "ollama"
+
+    def __init__(self, transport: Transport, model: str, *, num_ctx: int | None = None):
+        self.transport = transport
+        self.model = model
+        # Ollama truncates prompts silently at num_ctx; the speed suite asks for enough room.
+        self.num_ctx = num_ctx
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def list_models(self) -> list[str]:
+        response = self.transport.request("GET", "/api/tags")
+        try:
+            models = response.json().get("models") or []
+        except (ValueError, AttributeError) as exc:
+            raise ProtocolError("/api/tags did not return an Ollama model list") from exc
+        return [m.get("name") or m.get("model") for m in models if isinstance(m, dict)]
+
+    def _body(self, request: ChatRequest, *, stream: bool) -> dict:
+        options: dict = {}
+        if request.max_tokens is not None:
+            options["num_predict"] = request.max_tokens
+        if request.temperature is not None:
+            options["temperature"] = request.temperature
+        if request.seed is not None:
+            options["seed"] = request.seed
+        if self.num_ctx:
+            options["num_ctx"] = self.num_ctx
+        options.update(request.extra.get("options", {}))
+        body: dict = {
+            "model": self.model,
+            "messages": [_to_ollama_message(m) for m in request.messages],
+            "stream": stream,
+            "options": options,
+        }
+        if request.tools:
+            body["tools"] = request.tools
+        for key in ("think", "keep_alive", "format"):
+            if key in request.extra:
+                body[key] = request.extra[key]
+        return body
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        t0 = time.perf_counter()
+        response = self.transport.request(
+            "POST", "/api/chat", json=self._body(request, stream=False), model=self.model
+        )
+        wall_ms = (time.perf_counter() - t0) * 1000
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ProtocolError("Ollama answered with something other than JSON") from exc
+        result = ChatResponse(wall_ms=wall_ms, streamed=False)
+        state = _State()
+        state.add(data)
+        state.apply(result)
+        return result
+
+    def chat_stream(
+        self, request: ChatRequest, on_chunk: ChunkCallback | None = None
+    ) -> ChatResponse:
+        result = ChatResponse(streamed=True)
+        timing = StreamTiming()
+        state = _State()
+        token_chunks = 0
+        with self.transport.stream(
+            "POST", "/api/chat", json=self._body(request, stream=True), model=self.model
+        ) as sent:
+            t_sent = sent.t_sent
+            timing.retried = sent.retried
+            try:
+                for line in sent.response.iter_lines():
+                    now = time.perf_counter()
+                    if not line.strip():
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError as exc:
+                        raise ProtocolError(f"unparseable NDJSON line: {line[:80]!r}") from exc
+                    if event.get("error"):
+                        raise StreamInterrupted(f"Ollama reported: {event['error']}")
+                    timing.event_count += 1
+                    produced, content_now = state.add(event)
+                    if produced:
+                        offset = round((now - t_sent) * 1000, 3)
+                        token_chunks += 1
+                        timing.token_chunk_ms.append(offset)
+                        if timing.first_token_ms is None:
+                            timing.first_token_ms = offset
+                        if content_now and timing.first_content_ms is None:
+                            timing.first_content_ms = offset
+                        timing.last_token_ms = offset
+                        if on_chunk is not None:
+                            on_chunk(token_chunks, now - t_sent)
+                    if event.get("done"):
+                        break
+            except httpx.TimeoutException as exc:
+                raise RequestTimeout(f"no data from Ollama after {token_chunks} chunks") from exc
+            except httpx.HTTPError as exc:
+                raise StreamInterrupted(
+                    f"stream dropped after {token_chunks} output chunks "
+                    f"({map_transport_error(exc, during_stream=True).message})"
+                ) from exc
+            timing.done_ms = round((time.perf_counter() - t_sent) * 1000, 3)
+        if not state.done:
+            raise StreamInterrupted(f"stream ended before done after {token_chunks} chunks")
+        state.apply(result)
+        result.timing = timing
+        result.wall_ms = timing.done_ms
+        return result
+
+
+class _State:
+    """Accumulates NDJSON events (or the single non-streamed answer) into a response."""
+
+    def __init__(self) -> None:
+        self.splitter = ThinkSplitter()
+        self.thinking: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.final: dict = {}
+        self.model: str | None = None
+        self.done = False
+
+    def add(self, event: dict) -> tuple[bool, bool]:
+        """Fold one event in; return (carried output, carried answer output)."""
+        self.model = event.get("model") or self.model
+        message = event.get("message") or {}
+        produced = content_now = False
+        text = message.get("content") or ""
+        if text:
+            answer, _ = self.splitter.feed(text)
+            produced, content_now = True, bool(answer)
+        if message.get("thinking"):
+            self.thinking.append(message["thinking"])
+            produced = True
+        for index, call in enumerate(message.get("tool_calls") or []):
+            fn = call.get("function") or {}
+            args, raw = parse_arguments(fn.get("arguments"))
+            call_id = call.get("id") or f"call_{len(self.calls) + index}"
+            self.calls.append(ToolCall(call_id, fn.get("name") or "", args, raw))
+            produced = content_now = True
+        if event.get("done"):
+            self.done = True
+            self.final = event
+        return produced, content_now
+
+    def apply(self, result: ChatResponse) -> None:
+        content, think = self.splitter.finish()
+        result.content = content
+        result.reasoning = "".join(self.thinking).strip() or think
+        result.tool_calls = self.calls
+        result.model = self.model
+        final = self.final
+        result.finish_reason = final.get("done_reason") or ("stop" if self.done else None)
+        result.prompt_tokens = final.get("prompt_eval_count")
+        result.completion_tokens = final.get("eval_count")
+        result.server = ollama_timings(final) if final else None
+
+
+def ollama_timings(final: dict) -> ServerTimings:
+    """Convert Ollama's nanosecond counters to the engine's server-timing record."""
+    prompt_n, prompt_ns = final.get("prompt_eval_count"), final.get("prompt_eval_duration")
+    eval_n, eval_ns = final.get("eval_count"), final.get("eval_duration")
+    return ServerTimings(
+        source="ollama",
+        prompt_n=prompt_n,
+        prompt_ms=prompt_ns / _NS_PER_MS if prompt_ns else None,
+        predicted_n=eval_n,
+        predicted_ms=eval_ns / _NS_PER_MS if eval_ns else None,
+        prompt_per_second=prompt_n / (prompt_ns / 1e9) if prompt_n and prompt_ns else None,
+        predicted_per_second=eval_n / (eval_ns / 1e9) if eval_n and eval_ns else None,
+    )
+
+
+def _to_ollama_message(message: dict) -> dict:
+    """Ollama wants tool-call arguments as objects, not JSON strings."""
+    if not message.get("tool_calls"):
+        return message
+    calls = []
+    for call in message["tool_calls"]:
+        fn = dict(call.get("function") or {})
+        args, _ = parse_arguments(fn.get("arguments"))
+        fn["arguments"] = args if args is not None else {}
+        calls.append({"function": fn})
+    return {**message, "tool_calls": calls}

@@ -1,0 +1,242 @@
+"""OpenAI-compatible ``/v1/chat/completions`` provider (llama.cpp, vLLM, LM Studio, cloud APIs)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+
+from ..errors import ProtocolError, RequestTimeout, StreamInterrupted
+from ..transport import Transport, map_transport_error, raise_for_status
+from .base import (
+    ChatRequest,
+    ChatResponse,
+    ChunkCallback,
+    ServerTimings,
+    StreamTiming,
+    ThinkSplitter,
+    ToolCall,
+    parse_arguments,
+    split_think,
+)
+
+
+class OpenAIProvider:
+    """Chat over the OpenAI wire format, streamed or not."""
+
+    api = "openai"
+
+    def __init__(self, transport: Transport, model: str, *, supports_ignore_eos: bool = False):
+        self.transport = transport
+        self.model = model
+        # Only some servers accept ignore_eos (llama.cpp, vLLM); strict APIs reject unknown keys.
+        self.supports_ignore_eos = supports_ignore_eos
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def list_models(self) -> list[str]:
+        response = self.transport.request("GET", "/v1/models")
+        try:
+            data = response.json().get("data") or []
+        except (ValueError, AttributeError) as exc:
+            raise ProtocolError("/v1/models did not return an OpenAI model list") from exc
+        return [item["id"] for item in data if isinstance(item, dict) and item.get("id")]
+
+    def _body(self, request: ChatRequest, *, stream: bool) -> dict:
+        body: dict = {"model": self.model, "messages": request.messages, "stream": stream}
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.tools:
+            body["tools"] = request.tools
+            if request.tool_choice is not None:
+                body["tool_choice"] = request.tool_choice
+        if request.ignore_eos and self.supports_ignore_eos:
+            body["ignore_eos"] = True
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        body.update(request.extra)
+        return body
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        """Non-streaming request; only wall time is measured on the client."""
+        body = self._body(request, stream=False)
+        t0 = time.perf_counter()
+        response = self.transport.request(
+            "POST", "/v1/chat/completions", json=body, model=self.model
+        )
+        wall_ms = (time.perf_counter() - t0) * 1000
+        try:
+            data = response.json()
+            choice = (data.get("choices") or [{}])[0]
+            message = choice.get("message") or {}
+        except (ValueError, AttributeError, IndexError) as exc:
+            raise ProtocolError("chat completion answer is not OpenAI-shaped") from exc
+        result = ChatResponse(model=data.get("model"), wall_ms=wall_ms, streamed=False)
+        content = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+        if "<think>" in content or "</think>" in content:
+            content, think = split_think(content)
+            reasoning = "\n".join(part for part in (reasoning, think) if part)
+        result.content, result.reasoning = content, reasoning
+        for index, call in enumerate(message.get("tool_calls") or []):
+            fn = call.get("function") or {}
+            args, raw = parse_arguments(fn.get("arguments"))
+            result.tool_calls.append(
+                ToolCall(call.get("id") or f"call_{index}", fn.get("name") or "", args, raw)
+            )
+        result.finish_reason = choice.get("finish_reason")
+        _apply_usage(result, data.get("usage"))
+        result.server = _timings(data.get("timings"))
+        return result
+
+    def chat_stream(
+        self, request: ChatRequest, on_chunk: ChunkCallback | None = None
+    ) -> ChatResponse:
+        """Streamed request with a clock reading for every SSE event that carries output."""
+        body = self._body(request, stream=True)
+        result = ChatResponse(streamed=True)
+        timing = StreamTiming()
+        splitter = ThinkSplitter()
+        reasoning_parts: list[str] = []
+        calls: dict[int, dict] = {}
+        usage = timings = None
+        token_chunks = 0
+        saw_done = False
+        with self.transport.stream(
+            "POST", "/v1/chat/completions", json=body, model=self.model
+        ) as sent:
+            t_sent = sent.t_sent
+            timing.retried = sent.retried
+            try:
+                for line in sent.response.iter_lines():
+                    now = time.perf_counter()
+                    if not line.startswith("data:"):
+                        continue  # blank separators, SSE comments and event/id fields
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        saw_done = True
+                        break
+                    timing.event_count += 1
+                    try:
+                        event = json.loads(payload)
+                    except ValueError as exc:
+                        raise ProtocolError(f"unparseable SSE event: {payload[:80]!r}") from exc
+                    if isinstance(event.get("error"), dict | str):
+                        _raise_stream_error(event["error"], self.model)
+                    usage = event.get("usage") or usage
+                    timings = event.get("timings") or timings
+                    result.model = event.get("model") or result.model
+                    produced = content_now = False
+                    for choice in event.get("choices") or []:
+                        delta = choice.get("delta") or {}
+                        text = delta.get("content") or ""
+                        reason = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                        if text:
+                            answer, think = splitter.feed(text)
+                            content_now = content_now or bool(answer)
+                            produced = True
+                        if reason:
+                            reasoning_parts.append(reason)
+                            produced = True
+                        for call in delta.get("tool_calls") or []:
+                            _merge_tool_delta(calls, call)
+                            produced = content_now = True
+                        if choice.get("finish_reason"):
+                            result.finish_reason = choice["finish_reason"]
+                    if produced:
+                        offset = (now - t_sent) * 1000
+                        token_chunks += 1
+                        timing.token_chunk_ms.append(round(offset, 3))
+                        if timing.first_token_ms is None:
+                            timing.first_token_ms = round(offset, 3)
+                        if content_now and timing.first_content_ms is None:
+                            timing.first_content_ms = round(offset, 3)
+                        timing.last_token_ms = round(offset, 3)
+                        if on_chunk is not None:
+                            on_chunk(token_chunks, now - t_sent)
+            except httpx.TimeoutException as exc:
+                raise RequestTimeout(
+                    f"no data from the endpoint for {self.transport.timeout.read:.0f} s "
+                    f"after {token_chunks} chunks"
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise StreamInterrupted(
+                    f"stream dropped after {token_chunks} output chunks "
+                    f"({map_transport_error(exc, during_stream=True).message})"
+                ) from exc
+            timing.done_ms = round((time.perf_counter() - t_sent) * 1000, 3)
+        if not saw_done and result.finish_reason is None:
+            raise StreamInterrupted(f"stream ended without a finish after {token_chunks} chunks")
+        content, think = splitter.finish()
+        result.content = content
+        result.reasoning = "".join(reasoning_parts).strip() or think
+        if reasoning_parts and think:
+            result.reasoning = result.reasoning + "\n" + think
+        result.tool_calls = [_finish_tool_call(i, c) for i, c in sorted(calls.items())]
+        _apply_usage(result, usage)
+        result.server = _timings(timings)
+        result.timing = timing
+        result.wall_ms = timing.done_ms
+        return result
+
+
+def _raise_stream_error(error: object, model: str) -> None:
+    message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) else 500
+    fake = httpx.Response(status, json={"error": {"message": message}})
+    raise_for_status(fake, model=model)
+    raise StreamInterrupted(f"server reported an error mid-stream: {message}")
+
+
+def _merge_tool_delta(calls: dict[int, dict], delta: dict) -> None:
+    index = delta.get("index", len(calls))
+    slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    if delta.get("id"):
+        slot["id"] = delta["id"]
+    fn = delta.get("function") or {}
+    if fn.get("name"):
+        slot["name"] += fn["name"]
+    args = fn.get("arguments")
+    if isinstance(args, dict):
+        slot["arguments"] = json.dumps(args)
+    elif args:
+        slot["arguments"] += args
+
+
+def _finish_tool_call(index: int, slot: dict) -> ToolCall:
+    args, raw = parse_arguments(slot["arguments"])
+    return ToolCall(slot["id"] or f"call_{index}", slot["name"], args, raw)
+
+
+def _apply_usage(result: ChatResponse, usage: dict | None) -> None:
+    if not isinstance(usage, dict):
+        return
+    result.prompt_tokens = usage.get("prompt_tokens")
+    result.completion_tokens = usage.get("completion_tokens")
+    details = usage.get("completion_tokens_details") or {}
+    result.reasoning_tokens = details.get("reasoning_tokens")
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    result.cached_tokens = prompt_details.get("cached_tokens")
+
+
+def _timings(raw: dict | None) -> ServerTimings | None:
+    """llama.cpp's ``timings`` block, the server's own view of the request."""
+    if not isinstance(raw, dict):
+        return None
+    return ServerTimings(
+        source="llama.cpp",
+        prompt_n=raw.get("prompt_n"),
+        prompt_ms=raw.get("prompt_ms"),
+        predicted_n=raw.get("predicted_n"),
+        predicted_ms=raw.get("predicted_ms"),
+        cache_n=raw.get("cache_n"),
+        prompt_per_second=raw.get("prompt_per_second"),
+        predicted_per_second=raw.get("predicted_per_second"),
+    )

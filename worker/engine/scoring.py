@@ -1,0 +1,113 @@
+"""Score curves and run-level aggregates (score schema 3.1.0)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+BENCHMARK_ID = "benchloop"
+# Our task set is new (original prompts), so it gets its own benchmark version; the score schema
+# keeps v3's shape with the fixes listed in docs/metrics.md.
+BENCHMARK_VERSION = "4.0.0"
+SCORE_SCHEMA_VERSION = "3.1.0"
+SPEED_COVERAGE_WEIGHT = 0.20
+QUALITY_COVERAGE_WEIGHT = 0.80
+
+
+def _clamp(value: float) -> float:
+    return max(0.0, min(100.0, value))
+
+
+def local_speed_score(decode_tps: float | None) -> float:
+    """Local curve: 12.54·log2(tok/s) + 0.9, clamped to 0–100 (60 tok/s ≈ 75)."""
+    if not decode_tps or decode_tps <= 0:
+        return 0.0
+    return round(_clamp(12.54 * math.log2(decode_tps) + 0.9), 2)
+
+
+def cloud_ttft_score(ttft_ms: float | None) -> float:
+    if not ttft_ms or ttft_ms <= 0:
+        return 0.0
+    if ttft_ms <= 200:
+        return 100.0
+    return 100.0 * math.exp(-0.000507 * (ttft_ms - 200))
+
+
+def cloud_decode_score(decode_tps: float | None) -> float:
+    """4·tok/s up to 10 tok/s, then 12·log2(tok/s ÷ 10) + 40: continuous at 10 (the old curve
+    jumped from 40 down to 28 there)."""
+    if not decode_tps or decode_tps <= 0:
+        return 0.0
+    if decode_tps < 10:
+        return 4.0 * decode_tps
+    return _clamp(12.0 * math.log2(decode_tps / 10.0) + 40.0)
+
+
+def cloud_speed_score(ttft_ms: float | None, decode_tps: float | None) -> float:
+    """Remote curve: 60% time to first token, 40% decode rate."""
+    return round(_clamp(0.6 * cloud_ttft_score(ttft_ms) + 0.4 * cloud_decode_score(decode_tps)), 2)
+
+
+def coverage(profile: dict, suites_present: list[str]) -> float:
+    """Share (0–100) of the profile's weight covered by the run's suites.
+
+    Speed counts 0.20 and quality suites 0.80 × their weights, normalised by what the profile
+    itself asks for, so a speed-only profile fully run is 100 and core-with-only-speed is 20.
+    """
+    weights = profile.get("quality_weights", {})
+    want_speed = "speed" in profile.get("suites", [])
+    total = SPEED_COVERAGE_WEIGHT * want_speed + QUALITY_COVERAGE_WEIGHT * sum(weights.values())
+    if total <= 0:
+        return 0.0
+    have = SPEED_COVERAGE_WEIGHT * (want_speed and "speed" in suites_present)
+    have += QUALITY_COVERAGE_WEIGHT * sum(w for s, w in weights.items() if s in suites_present)
+    return round(100.0 * min(1.0, have / total), 2)
+
+
+def aggregate(suites: dict[str, dict], profile: dict, *, speed_suite: str = "speed") -> dict:
+    """Run-level quality, speed, reliability, overall and value scores.
+
+    Speed presence is the speed suite being in the run, not its score being above zero.
+    """
+    weights = profile.get("quality_weights", {})
+    quality_parts = [(s["score"], weights[name]) for name, s in suites.items() if name in weights]
+    weight_sum = sum(w for _, w in quality_parts)
+    quality = sum(score * w for score, w in quality_parts) / weight_sum if weight_sum else 0.0
+    has_speed = speed_suite in suites
+    speed = suites[speed_suite]["score"] if has_speed else 0.0
+    tasks = [t for s in suites.values() for t in s.get("tasks", [])]
+    reliability = (
+        100.0 * sum(1 for t in tasks if t.get("execution_ok")) / len(tasks) if tasks else 0.0
+    )
+    if has_speed:
+        overall = 0.70 * quality + 0.25 * speed + 0.05 * reliability
+    else:
+        overall = 0.90 * quality + 0.10 * reliability
+    return {
+        "overall_score": round(overall, 2),
+        "quality_score": round(quality, 2),
+        "speed_score": round(speed, 2),
+        "reliability_score": round(reliability, 2),
+    }
+
+
+def value_score(quality: float, decode_tps: float | None, reliability: float) -> float:
+    factor = min((decode_tps or 0.0) / 100.0, 1.0) if decode_tps else 0.5
+    return round(quality * factor * reliability / 100.0, 2)
+
+
+def manifest_hash(
+    *, requested_profile: str, selected_suites: list[str], tasks: dict[str, list[dict]]
+) -> str:
+    """sha256 over the canonical JSON of what defines the benchmark (tasks after overrides)."""
+    manifest = {
+        "benchmark_id": BENCHMARK_ID,
+        "benchmark_version": BENCHMARK_VERSION,
+        "score_schema_version": SCORE_SCHEMA_VERSION,
+        "requested_profile": requested_profile,
+        "selected_suites": selected_suites,
+        "tasks": tasks,
+    }
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,193 @@
+"""Talking to a BenchLoop site: idempotent run upload and the device-authorisation login."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from .errors import AuthError, EngineError, RequestRejected, ServerError, UsageError
+from .paths import credentials_path
+from .transport import USER_AGENT, error_message, map_transport_error
+
+RUNS_PATH = "/api/v1/runs"
+DEVICE_START_PATH = "/api/v1/device/start"
+DEVICE_TOKEN_PATH = "/api/v1/device/token"
+
+
+def site_url(explicit: str | None) -> str:
+    """--site, else $BENCHLOOP_SITE, else the site of the saved login."""
+    site = explicit or os.environ.get("BENCHLOOP_SITE", "").strip()
+    if not site:
+        site = load_credentials().get("site", "")
+    if not site:
+        raise UsageError(
+            "no BenchLoop site given", hint="Pass --site https://… or set $BENCHLOOP_SITE."
+        )
+    if "://" not in site:
+        site = "https://" + site
+    return site.rstrip("/")
+
+
+def load_credentials(path: Path | None = None) -> dict:
+    path = path or credentials_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_credentials(site: str, api_key: str, path: Path | None = None) -> Path:
+    """Store the key readable by this user only (0600), replacing any earlier login."""
+    path = path or credentials_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(
+            {"site": site, "api_key": api_key, "saved_at": datetime.now(UTC).isoformat()}, handle
+        )
+        handle.write("\n")
+    os.chmod(tmp, 0o600)  # in case the file pre-existed with looser bits
+    os.replace(tmp, path)
+    return path
+
+
+def api_key_for(site: str) -> str:
+    """$BENCHLOOP_API_KEY, else the saved login for this site."""
+    key = os.environ.get("BENCHLOOP_API_KEY", "").strip()
+    if key:
+        return key
+    saved = load_credentials()
+    if saved.get("api_key") and saved.get("site", "").rstrip("/") == site:
+        return saved["api_key"]
+    raise AuthError(
+        f"no API key for {site}", hint="Run `benchloop login --site …` or set $BENCHLOOP_API_KEY."
+    )
+
+
+def _client(timeout: float) -> httpx.Client:
+    return httpx.Client(
+        timeout=timeout, headers={"User-Agent": USER_AGENT, "Accept": "application/json"}
+    )
+
+
+def _raise_site_error(response: httpx.Response) -> None:
+    message = f"site answered HTTP {response.status_code}: {error_message(response)}"
+    if response.status_code in (401, 403):
+        raise AuthError(message, hint="The key was refused; run `benchloop login` again.")
+    if response.status_code >= 500:
+        raise ServerError(message, hint="The site failed; try again later.")
+    raise RequestRejected(message)
+
+
+@dataclass
+class SubmitResult:
+    status_code: int
+    created: bool
+    body: dict
+
+
+def submit(site: str, api_key: str, payload: dict, *, timeout: float = 30.0) -> SubmitResult:
+    """POST the upload view; 201 = stored now, 200 = the site already had this client_run_id."""
+    headers = {
+        "Authorization": f"Bearer {api_key}",
+        "Idempotency-Key": str(payload.get("client_run_id", "")),
+    }
+    try:
+        with _client(timeout) as client:
+            response = client.post(site + RUNS_PATH, json=payload, headers=headers)
+    except httpx.HTTPError as exc:
+        raise map_transport_error(exc) from exc
+    if response.status_code not in (200, 201):
+        _raise_site_error(response)
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    return SubmitResult(
+        response.status_code, response.status_code == 201, body if isinstance(body, dict) else {}
+    )
+
+
+@dataclass
+class DeviceGrant:
+    device_code: str
+    user_code: str
+    verification_uri: str
+    interval: float
+    expires_in: float
+    verification_uri_complete: str = ""
+
+
+def device_start(site: str, *, timeout: float = 30.0) -> DeviceGrant:
+    try:
+        with _client(timeout) as client:
+            response = client.post(site + DEVICE_START_PATH, json={"client": USER_AGENT})
+    except httpx.HTTPError as exc:
+        raise map_transport_error(exc) from exc
+    if response.status_code not in (200, 201):
+        _raise_site_error(response)
+    try:
+        data = response.json()
+        return DeviceGrant(
+            device_code=data["device_code"],
+            user_code=data["user_code"],
+            verification_uri=data["verification_uri"],
+            interval=float(data.get("interval", 5)),
+            expires_in=float(data.get("expires_in", 600)),
+            verification_uri_complete=data.get("verification_uri_complete", ""),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise EngineError("the site's device/start answer is missing fields") from exc
+
+
+def device_poll(
+    site: str,
+    grant: DeviceGrant,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    timeout: float = 30.0,
+) -> str:
+    """Poll until the user approves; return the API key.
+
+    428 = not approved yet, 429 = slow down (interval grows by 5 s), 200 = ``{api_key}``,
+    400 = ``expired_token`` / ``access_denied``.
+    """
+    interval = max(grant.interval, 0.1)
+    deadline = time.monotonic() + grant.expires_in
+    with _client(timeout) as client:
+        while time.monotonic() < deadline:
+            sleep(interval)
+            try:
+                response = client.post(
+                    site + DEVICE_TOKEN_PATH, json={"device_code": grant.device_code}
+                )
+            except httpx.HTTPError as exc:
+                raise map_transport_error(exc) from exc
+            if response.status_code == 200:
+                try:
+                    return str(response.json()["api_key"])
+                except (ValueError, KeyError) as exc:
+                    raise EngineError("the site approved the login but sent no api_key") from exc
+            if response.status_code == 428:
+                continue
+            if response.status_code == 429:
+                interval += 5
+                continue
+            if response.status_code == 400:
+                reason = error_message(response)
+                raise AuthError(
+                    f"login not completed: {reason}", hint="Run `benchloop login` again."
+                )
+            _raise_site_error(response)
+    raise AuthError(
+        "login code expired before it was approved", hint="Run `benchloop login` again."
+    )

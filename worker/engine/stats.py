@@ -1,0 +1,150 @@
+"""Small statistics kit: summaries with a Student-t interval, and Welch's t-test.
+
+Written out here (no numpy/scipy) so the engine installs anywhere the CLI does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+SUMMARY_KEYS = (
+    "n",
+    "median",
+    "mean",
+    "stdev",
+    "p5",
+    "p95",
+    "p99",
+    "ci95_low",
+    "ci95_high",
+    "peak",
+)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (position (n-1)·q), like numpy's default."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def stdev(values: Sequence[float]) -> float:
+    """Sample standard deviation (n-1); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    m = mean(values)
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction for the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (
+            m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
+            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)),
+        ):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_ppf(q: float, df: float) -> float:
+    """Inverse of ``t_cdf`` by bisection (plenty fast for a handful of calls)."""
+    lo, hi = -1e4, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def summarize(values: Iterable[float | None], *, higher_is_better: bool = True) -> dict:
+    """Summary of a sample: median, mean, sample stdev, p5/p95/p99, 95% CI of the mean, peak.
+
+    The interval is mean ± t(0.975, n-1)·s/√n; it is null below two samples. ``peak`` is the
+    best single sample: the highest rate, or the lowest latency when ``higher_is_better`` is off.
+    """
+    clean = sorted(float(v) for v in values if v is not None and math.isfinite(v))
+    n = len(clean)
+    if n == 0:
+        return {key: (0 if key == "n" else None) for key in SUMMARY_KEYS}
+    m, s = mean(clean), stdev(clean)
+    if n >= 2:
+        half = t_ppf(0.975, n - 1) * s / math.sqrt(n)
+        ci = (m - half, m + half)
+    else:
+        ci = (None, None)
+    out = {
+        "n": n,
+        "median": percentile(clean, 0.5),
+        "mean": m,
+        "stdev": s,
+        "p5": percentile(clean, 0.05),
+        "p95": percentile(clean, 0.95),
+        "p99": percentile(clean, 0.99),
+        "ci95_low": ci[0],
+        "ci95_high": ci[1],
+        "peak": clean[-1] if higher_is_better else clean[0],
+    }
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def welch_test(a: Sequence[float], b: Sequence[float]) -> dict | None:
+    """Welch's unequal-variance t-test, two-sided; ``None`` with under two samples a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = mean(a), mean(b)
+    va, vb = stdev(a) ** 2 / len(a), stdev(b) ** 2 / len(b)
+    if va + vb == 0:
+        p = 1.0 if ma == mb else 0.0
+        return {"t": 0.0 if ma == mb else math.inf, "df": len(a) + len(b) - 2, "p_value": p}
+    t = (mb - ma) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (
+        (va**2 / (len(a) - 1) if va else 0.0) + (vb**2 / (len(b) - 1) if vb else 0.0)
+    )
+    p = 2.0 * (1.0 - t_cdf(abs(t), df))
+    return {"t": round(t, 4), "df": round(df, 2), "p_value": round(max(p, 0.0), 6)}

@@ -1,0 +1,165 @@
+"""The suite interface: tasks from a data file, a runner, and a verifier that scores answers.
+
+A quality suite needs only a ``<name>.suite.json`` data file and a verifier function
+``verify(task, response) -> Verdict`` named in that file; the default ``Suite.run_task`` sends the
+task's messages once and records the verdict. Suites with special needs (speed's trials,
+multi-turn agents) name their own ``runner`` class.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import EngineError
+from ..providers.base import ChatRequest, ChatResponse, Provider
+
+OUTPUT_LIMIT = 500
+
+EmitFn = Callable[[str, dict], None]
+
+
+class RunCancelled(Exception):
+    """Raised at a task or trial boundary when the run's ``should_stop`` says so."""
+
+
+@dataclass
+class Verdict:
+    """A verifier's judgement of one answer."""
+
+    score: float
+    passed: bool
+    details: dict = field(default_factory=dict)
+
+
+Verifier = Callable[[dict, ChatResponse], Verdict]
+
+
+@dataclass
+class RunContext:
+    """What a suite may use while running: the provider, run settings and the event sink."""
+
+    provider: Provider
+    trials: int = 5
+    scoring_local: bool = True
+    max_tokens_cap: int | None = None
+    emit: EmitFn = lambda event, payload: None
+    should_stop: Callable[[], bool] = lambda: False
+    suite_metadata: dict = field(default_factory=dict)
+
+    def check_stop(self) -> None:
+        """Suites call this between requests; a cancelled run stops there."""
+        if self.should_stop():
+            raise RunCancelled()
+
+
+def load_object(path: str) -> object:
+    """Import ``package.module:attribute``."""
+    module_name, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def task_record(task: dict, suite: str, **fields) -> dict:
+    """A v3-shaped task result with every key present."""
+    record = {
+        "task_id": task["id"],
+        "suite": suite,
+        "passed": False,
+        "score": 0.0,
+        "latency_ms": 0.0,
+        "tokens_generated": 0,
+        "tokens_prompt": 0,
+        "error": "",
+        "output": "",
+        "execution_ok": False,
+        "finish_reason": None,
+        "metadata": {},
+    }
+    record.update(fields)
+    return record
+
+
+class Suite:
+    """A named set of tasks loaded from a data file."""
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.name: str = spec["suite"]
+        self.version: str = spec["version"]
+        self.description: str = spec.get("description", "")
+        self.defaults: dict = spec.get("defaults", {})
+        self.tasks: list[dict] = spec["tasks"]
+        verifier = spec.get("verifier")
+        self.verifier: Verifier | None = load_object(verifier) if verifier else None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Suite {self.name} v{self.version}: {len(self.tasks)} tasks>"
+
+    def effective_tasks(self, max_tokens_cap: int | None = None) -> list[dict]:
+        """Tasks with suite defaults and the run's max-token cap applied (the manifest input)."""
+        out = []
+        for task in self.tasks:
+            config = {**self.defaults, **task.get("config", {})}
+            if max_tokens_cap is not None and "max_tokens" in config:
+                config["max_tokens"] = min(config["max_tokens"], max_tokens_cap)
+            out.append({**task, "config": config})
+        return out
+
+    def prepare(self, ctx: RunContext) -> None:
+        """Called once before the suite's first task (speed calibrates its prompts here)."""
+
+    def run_task(self, task: dict, ctx: RunContext) -> dict:
+        """Send the task once and let the verifier score the answer."""
+        config = task.get("config", {})
+        request = ChatRequest(
+            messages=task["messages"],
+            max_tokens=config.get("max_tokens"),
+            temperature=config.get("temperature", 0.0),
+            tools=config.get("tools"),
+            tool_choice=config.get("tool_choice"),
+        )
+        started = time.perf_counter()
+        try:
+            if config.get("stream", True) and not request.tools:
+                response = ctx.provider.chat_stream(request)
+            else:
+                response = ctx.provider.chat(request)
+        except EngineError as exc:
+            return task_record(
+                task,
+                self.name,
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                error=exc.message,
+                metadata={"error_kind": exc.kind},
+            )
+        if self.verifier is None:
+            verdict = Verdict(
+                score=100.0 if response.content else 0.0, passed=bool(response.content)
+            )
+        else:
+            verdict = self.verifier(task, response)
+        return task_record(
+            task,
+            self.name,
+            passed=verdict.passed,
+            score=round(float(verdict.score), 2),
+            latency_ms=round(response.wall_ms or 0.0, 3),
+            tokens_generated=response.completion_tokens or 0,
+            tokens_prompt=response.prompt_tokens or 0,
+            output=response.content[:OUTPUT_LIMIT],
+            execution_ok=True,
+            finish_reason=response.finish_reason,
+            metadata={
+                "verdict": verdict.details,
+                "reasoning_chars": len(response.reasoning),
+                "tool_calls": [
+                    {"name": c.name, "arguments": c.arguments} for c in response.tool_calls
+                ],
+            },
+        )
+
+    def score(self, records: list[dict]) -> float:
+        """Suite score: the mean task score."""
+        return round(sum(r["score"] for r in records) / len(records), 2) if records else 0.0

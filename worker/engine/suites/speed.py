@@ -1,0 +1,244 @@
+"""The speed suite: streamed trials at fixed prompt and output lengths (see docs/metrics.md)."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import EngineError
+from ..metrics import request_metrics
+from ..providers.base import ChatRequest
+from ..scoring import cloud_speed_score, local_speed_score
+from ..stats import percentile, summarize
+from .base import OUTPUT_LIMIT, RunContext, Suite, task_record
+from .prompts import new_nonce, speed_messages
+
+CALIBRATION_WORDS = 300
+# Used only when the server reports no prompt token counts (then prompts are not calibrated).
+FALLBACK_TOKENS_PER_WORD = 1.35
+FALLBACK_BASE_TOKENS = 40
+PROGRESS_INTERVAL_S = 0.25
+
+
+def _median(values: list) -> float | None:
+    clean = sorted(v for v in values if v is not None)
+    return round(percentile(clean, 0.5), 4) if clean else None
+
+
+class SpeedSuite(Suite):
+    """Nine tasks: ~128/512/2048-token prompts × 32/128/512-token outputs."""
+
+    def prepare(self, ctx: RunContext) -> None:
+        """Two excluded warm-up requests that also measure prompt overhead and tokens per word.
+
+        The server's own prompt-token count is the reference, so prompts hit their targets for
+        whatever tokenizer the model uses.
+        """
+        instruction = self.tasks[0]["speed"]["instruction"]
+        warmups = []
+        counts = []
+        for words in (0, CALIBRATION_WORDS):
+            nonce = new_nonce()
+            request = ChatRequest(
+                messages=speed_messages(nonce, instruction, words),
+                max_tokens=1,
+                temperature=0.0,
+            )
+            try:
+                response = ctx.provider.chat_stream(request)
+            except EngineError as exc:
+                warmups.append({"warmup": True, "ok": False, "nonce": nonce, "error": exc.message})
+                counts.append(None)
+                continue
+            counts.append(response.prompt_tokens)
+            warmups.append(
+                {
+                    "warmup": True,
+                    "ok": True,
+                    "nonce": nonce,
+                    "filler_words": words,
+                    "prompt_tokens": response.prompt_tokens,
+                    "ttft_ms": response.timing.first_token_ms if response.timing else None,
+                }
+            )
+        base, full = counts
+        calibrated = bool(base and full and full > base)
+        ctx.suite_metadata["calibration"] = {
+            "calibrated": calibrated,
+            "base_tokens": base if calibrated else FALLBACK_BASE_TOKENS,
+            "tokens_per_word": round((full - base) / CALIBRATION_WORDS, 4)
+            if calibrated
+            else FALLBACK_TOKENS_PER_WORD,
+            "reference_instruction_words": len(instruction.split()),
+        }
+        ctx.suite_metadata["warmup"] = warmups
+
+    def _filler_words(self, task: dict, ctx: RunContext) -> int:
+        calib = ctx.suite_metadata.get("calibration") or {
+            "base_tokens": FALLBACK_BASE_TOKENS,
+            "tokens_per_word": FALLBACK_TOKENS_PER_WORD,
+            "reference_instruction_words": 0,
+        }
+        per_word = calib["tokens_per_word"]
+        extra_words = (
+            len(task["speed"]["instruction"].split()) - calib["reference_instruction_words"]
+        )
+        base = calib["base_tokens"] + extra_words * per_word
+        return max(0, round((task["speed"]["prompt_tokens"] - base) / per_word))
+
+    def run_task(self, task: dict, ctx: RunContext) -> dict:
+        speed, config = task["speed"], task.get("config", {})
+        target = speed["prompt_tokens"]
+        n_words = self._filler_words(task, ctx)
+        max_tokens = config.get("max_tokens", 128)
+        ignore_eos = bool(getattr(ctx.provider, "supports_ignore_eos", False))
+        trials: list[dict] = []
+        last_output = ""
+        for index in range(1, ctx.trials + 1):
+            ctx.check_stop()
+            nonce = new_nonce()
+            request = ChatRequest(
+                messages=speed_messages(
+                    nonce, speed["instruction"], n_words, speed.get("passage_offset", 0)
+                ),
+                max_tokens=max_tokens,
+                temperature=config.get("temperature", 0.0),
+                ignore_eos=True,
+            )
+            on_chunk = _progress(ctx, task["id"], index)
+            try:
+                response = ctx.provider.chat_stream(request, on_chunk=on_chunk)
+            except EngineError as exc:
+                trials.append(
+                    {
+                        "trial_index": index,
+                        "warmup": False,
+                        "ok": False,
+                        "nonce": nonce,
+                        "error": exc.message,
+                        "error_kind": exc.kind,
+                    }
+                )
+                ctx.emit(
+                    "trial_completed",
+                    {"suite": self.name, "task_id": task["id"], "trial": index, "ok": False},
+                )
+                continue
+            metrics = request_metrics(response)
+            actual = metrics["prompt_tokens"]
+            trial = {
+                "trial_index": index,
+                "warmup": False,
+                "ok": True,
+                "nonce": nonce,
+                "prompt_tokens_target": target,
+                "prompt_tokens_deviation": round((actual - target) / target, 4) if actual else None,
+                "max_tokens": max_tokens,
+                "ignore_eos_sent": ignore_eos,
+                "score": local_speed_score(metrics["decode_tps"])
+                if ctx.scoring_local
+                else cloud_speed_score(metrics["ttft_ms"], metrics["decode_tps"]),
+                **metrics,
+            }
+            trials.append(trial)
+            last_output = response.content or response.reasoning or last_output
+            ctx.emit(
+                "trial_completed",
+                {
+                    "suite": self.name,
+                    "task_id": task["id"],
+                    "trial": index,
+                    "ok": True,
+                    "decode_tps": trial["decode_tps"],
+                    "ttft_ms": trial["ttft_ms"],
+                    "prefill_tps": trial["prefill_tps"],
+                },
+            )
+        return self._record(task, ctx, trials, last_output, n_words, max_tokens, ignore_eos)
+
+    def _record(
+        self,
+        task: dict,
+        ctx: RunContext,
+        trials: list[dict],
+        output: str,
+        n_words: int,
+        max_tokens: int,
+        ignore_eos: bool,
+    ) -> dict:
+        good = [t for t in trials if t["ok"]]
+        failed = [t for t in trials if not t["ok"]]
+        decode = _median([t["decode_tps"] for t in good])
+        ttft = _median([t["ttft_ms"] for t in good])
+        prefill = _median([t["prefill_tps"] for t in good])
+        e2e = _median([t["e2e_ms"] for t in good])
+        if decode:
+            score = (
+                local_speed_score(decode) if ctx.scoring_local else cloud_speed_score(ttft, decode)
+            )
+        else:
+            score = 0.0
+        error = ""
+        if failed:
+            error = f"{len(failed)}/{len(trials)} trials failed: {failed[0]['error']}"
+        return task_record(
+            task,
+            self.name,
+            passed=bool(decode),
+            score=score,
+            latency_ms=e2e or 0.0,
+            tokens_generated=int(_median([t["completion_tokens"] for t in good]) or 0),
+            tokens_prompt=int(_median([t["prompt_tokens"] for t in good]) or 0),
+            error=error,
+            output=output[:OUTPUT_LIMIT],
+            execution_ok=bool(trials) and not failed,
+            finish_reason=good[-1]["finish_reason"] if good else None,
+            metadata={
+                "speed_mode": "local" if ctx.scoring_local else "remote",
+                "is_cloud_speed": not ctx.scoring_local,
+                "selection_method": "median_of_trials",
+                "prompt_tokens_target": task["speed"]["prompt_tokens"],
+                "filler_words": n_words,
+                "max_tokens": max_tokens,
+                "ignore_eos": ignore_eos,
+                "speed_metrics": {
+                    "ttft_ms": ttft or 0.0,
+                    "prompt_eval_tok_per_sec": prefill or 0.0,
+                    "generation_tok_per_sec": decode or 0.0,
+                    "total_latency_ms": e2e or 0.0,
+                },
+                "summary": {
+                    "decode_tps": summarize(t["decode_tps"] for t in good),
+                    "prefill_tps": summarize(t["prefill_tps"] for t in good),
+                    "ttft_ms": summarize((t["ttft_ms"] for t in good), higher_is_better=False),
+                    "server_decode_tps": summarize(t["server_decode_tps"] for t in good),
+                },
+                "trials": trials,
+            },
+        )
+
+
+def _progress(ctx: RunContext, task_id: str, trial: int):
+    """Chunk callback that emits throttled ``task_progress`` events with a live decode rate."""
+    state = {"first": None, "last_emit": 0.0}
+
+    def on_chunk(chunks: int, elapsed: float) -> None:
+        if state["first"] is None:
+            state["first"] = elapsed
+        now = time.monotonic()
+        if now - state["last_emit"] < PROGRESS_INTERVAL_S:
+            return
+        state["last_emit"] = now
+        span = elapsed - state["first"]
+        ctx.emit(
+            "task_progress",
+            {
+                "suite": "speed",
+                "task_id": task_id,
+                "trial": trial,
+                "trials": ctx.trials,
+                "chunks": chunks,
+                "live_tps": round((chunks - 1) / span, 2) if span > 0 and chunks > 1 else None,
+            },
+        )
+
+    return on_chunk

@@ -1,0 +1,62 @@
+"""Pytest fixtures that run a real llama.cpp server (xllamacpp + SmolLM2-135M) for engine tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.engine.testing.xllama_launcher import MODEL_ALIAS, ServerHandle, start_server
+
+__all__ = ["bench_home", "llm_model", "llm_server", "llm_url", "spawn_llm_server"]
+
+
+@pytest.fixture(scope="session")
+def llm_server(tmp_path_factory: pytest.TempPathFactory) -> ServerHandle:
+    """One shared server for the whole session (n_ctx 4096, 2 threads, metrics on)."""
+    handle = start_server(log_dir=tmp_path_factory.mktemp("llm-server"))
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="session")
+def llm_url(llm_server: ServerHandle) -> str:
+    return llm_server.base_url
+
+
+@pytest.fixture(scope="session")
+def llm_model() -> str:
+    return MODEL_ALIAS
+
+
+@pytest.fixture
+def spawn_llm_server(tmp_path):
+    """Factory for extra servers a test may kill or configure (API key); all stopped afterwards."""
+    handles: list[ServerHandle] = []
+
+    def spawn(**kwargs) -> ServerHandle:
+        kwargs.setdefault("log_dir", tmp_path)
+        handle = start_server(**kwargs)
+        handles.append(handle)
+        return handle
+
+    try:
+        yield spawn
+    finally:
+        for handle in handles:
+            handle.stop()
+
+
+@pytest.fixture
+def bench_home(tmp_path, monkeypatch):
+    """A private $BENCHLOOP_HOME so tests never touch ~/.bench-loop."""
+    home = tmp_path / "bench-home"
+    monkeypatch.setenv("BENCHLOOP_HOME", str(home))
+    for name in (
+        "BENCHLOOP_API_KEY",
+        "BENCHLOOP_SITE",
+        "BENCHLOOP_ENDPOINT_API_KEY",
+        "BENCHLOOP_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    return home

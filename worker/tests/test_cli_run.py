@@ -1,0 +1,192 @@
+"""`benchloop run --suites speed` end to end against the real server, then compare and export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from worker.cli import main
+from worker.engine.bundle import validation_errors
+from worker.engine.metrics import measured_trials, speed_summary
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(args: list[str], home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BENCHLOOP_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "worker.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(llm_url, tmp_path_factory):
+    """Run A: the whole speed suite. Run B: the 128-token tasks only. Both through the CLI."""
+    home = tmp_path_factory.mktemp("cli-home")
+    common = ["--url", llm_url, "--trials", "2", "--max-tokens", "16", "--json"]
+    done_a = _cli(["run", "--suites", "speed", *common], home)
+    assert done_a.returncode == 0, done_a.stderr
+    done_b = _cli(["run", "--tasks", "speed-p128-*", *common], home)
+    assert done_b.returncode == 0, done_b.stderr
+    a, b = json.loads(done_a.stdout), json.loads(done_b.stdout)
+    return {
+        "home": home,
+        "a": a,
+        "b": b,
+        "bundle_a": json.loads(Path(a["path"]).read_text()),
+        "bundle_b": json.loads(Path(b["path"]).read_text()),
+    }
+
+
+@pytest.mark.llm
+def test_the_speed_run_writes_a_bundle_that_matches_the_schema(runs):
+    bundle = runs["bundle_a"]
+    assert validation_errors(bundle) == []
+    assert bundle["status"] == "complete"
+    assert bundle["benchmark_id"] == "benchloop"
+    assert bundle["score_schema_version"] == "3.1.0"
+    assert bundle["manifest_hash"].startswith("sha256:")
+    assert bundle["engine"]["name"] == "llama.cpp"
+    assert bundle["launch"]["context_length"] == 4096
+    assert bundle["machine"]["backend"] == "llama.cpp"
+    assert bundle["hardware"]["attributed"] is True
+    assert bundle["scoring_mode"] == "local" and bundle["is_remote"] is False
+    assert bundle["comparable"] is False  # --max-tokens changed the tasks
+    assert bundle["coverage_score"] == 100.0
+    assert bundle["speed_score"] > 0
+
+
+@pytest.mark.llm
+def test_the_bundle_holds_every_sample_with_raw_timings(runs):
+    tasks = runs["bundle_a"]["suites"]["speed"]["tasks"]
+    assert len(tasks) == 9
+    for task in tasks:
+        trials = task["metadata"]["trials"]
+        assert len(trials) == 2 and all(t["ok"] for t in trials), task["error"]
+        assert len({t["nonce"] for t in trials}) == 2
+        target = task["metadata"]["prompt_tokens_target"]
+        for trial in trials:
+            assert trial["completion_tokens"] == 16
+            assert len(trial["timings"]["chunk_ms"]) == trial["completion_tokens"]
+            assert trial["server"]["predicted_n"] == 16
+            assert trial["server"]["cache_n"] <= 8  # the nonce defeats the prompt cache
+            assert abs(trial["prompt_tokens"] - target) / target < 0.1
+    assert runs["bundle_a"]["speed_summary"]["decode_tps"]["n"] == 18
+
+
+@pytest.mark.llm
+def test_the_summary_is_what_json_output_and_compare_print(runs):
+    bundle = runs["bundle_a"]
+    recomputed = speed_summary(measured_trials(bundle["suites"]["speed"]["tasks"]))
+    assert recomputed == bundle["speed_summary"]
+    assert runs["a"]["speed_summary"] == bundle["speed_summary"]
+    assert runs["a"]["client_run_id"] == bundle["client_run_id"]
+    done = _cli(["compare", bundle["run_id"], runs["bundle_b"]["run_id"], "--json"], runs["home"])
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    by_metric = {row["metric"]: row for row in result["metrics"]}
+    for key in ("decode_tps", "prefill_tps", "ttft_ms"):
+        assert by_metric[key]["a"] == bundle["speed_summary"][key]
+        assert by_metric[key]["b"] == runs["bundle_b"]["speed_summary"][key]
+        assert "p_value" in by_metric[key]
+    assert [t["task_id"] for t in result["tasks"]] == [
+        "speed-p128-short",
+        "speed-p128-medium",
+        "speed-p128-long",
+    ]
+    assert "Welch" in result["method"]
+    text = _cli(["compare", bundle["run_id"], runs["bundle_b"]["run_id"]], runs["home"]).stdout
+    assert "decode tok/s" in text and "significant" in text
+    assert f"{bundle['speed_summary']['decode_tps']['median']:,.1f}" in text
+
+
+@pytest.mark.llm
+def test_a_run_compared_with_itself_shows_no_significant_difference(runs):
+    run_id = runs["bundle_a"]["run_id"]
+    result = json.loads(_cli(["compare", run_id, run_id, "--json"], runs["home"]).stdout)
+    assert all(not row["significant"] and row["delta"] == 0 for row in result["metrics"])
+
+
+@pytest.mark.llm
+def test_export_lists_both_runs_as_json_and_csv(runs):
+    data = json.loads(_cli(["export", "--json"], runs["home"]).stdout)
+    assert data["count"] == 2
+    rows = {row["run_id"]: row for row in data["runs"]}
+    row = rows[runs["bundle_a"]["run_id"]]
+    assert row["decode_tps_median"] == runs["bundle_a"]["speed_summary"]["decode_tps"]["median"]
+    assert row["speed_samples"] == 18
+    text = _cli(["export", "--format", "csv"], runs["home"]).stdout
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert {r["run_id"] for r in parsed} == set(rows)
+
+
+@pytest.mark.llm
+def test_the_human_output_shows_tables_after_the_bundle_is_written(llm_url, bench_home, capsys):
+    code = main(
+        [
+            "run",
+            "--url",
+            llm_url,
+            "--tasks",
+            "speed-p128-short",
+            "--trials",
+            "1",
+            "--max-tokens",
+            "8",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "llama.cpp" in printed and "Run summary" in printed and "decode tok/s" in printed
+    (path,) = (bench_home / "runs").glob("*/run.json")
+    assert f"bundle: {path}" in printed
+    assert json.loads(path.read_text())["status"] == "complete"
+
+
+@pytest.mark.llm
+def test_ctrl_c_stops_cleanly_and_keeps_a_partial_bundle(llm_url, bench_home):
+    env = {**os.environ, "BENCHLOOP_HOME": str(bench_home)}
+    cmd = [sys.executable, "-m", "worker.cli", "run", "--url", llm_url, "--suites", "speed"]
+    cmd += ["--trials", "1", "--max-tokens", "8", "--json"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = list((bench_home / "runs").glob("*/run.json"))
+            if found:
+                doc = json.loads(found[0].read_text())
+                if doc["suites"].get("speed", {}).get("tasks"):
+                    break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the run never finished a task")
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, stderr
+    assert b"Traceback" not in stderr
+    summary = json.loads(stdout)
+    assert summary["status"] == "incomplete"
+    bundle = json.loads(Path(summary["path"]).read_text())
+    assert bundle["status"] == "incomplete"
+    assert bundle["error"]["kind"] == "interrupted"
+    assert 1 <= len(bundle["suites"]["speed"]["tasks"]) < 9
+    assert validation_errors(bundle) == []

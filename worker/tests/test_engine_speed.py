@@ -1,0 +1,118 @@
+"""Speed measurement: client clocks vs the server's own timings, nonces, prompt sizing, stats."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from worker.engine.metrics import request_metrics
+from worker.engine.providers import ChatRequest, OpenAIProvider
+from worker.engine.stats import percentile, summarize, t_cdf, t_ppf, welch_test
+from worker.engine.suites import RunContext, available_suites
+from worker.engine.suites.prompts import new_nonce, speed_messages
+from worker.engine.transport import Transport
+
+INSTRUCTION = "From the notes above, name one detail."
+
+
+@pytest.fixture
+def provider(llm_url, llm_model):
+    prov = OpenAIProvider(Transport(llm_url, timeout=120), llm_model, supports_ignore_eos=True)
+    yield prov
+    prov.close()
+
+
+def _stream(provider, messages, max_tokens=24):
+    return provider.chat_stream(
+        ChatRequest(messages=messages, max_tokens=max_tokens, ignore_eos=True, temperature=0.0)
+    )
+
+
+@pytest.mark.llm
+def test_client_decode_rate_tracks_the_servers_own_timing(provider):
+    response = _stream(provider, speed_messages(new_nonce(), INSTRUCTION, 60), max_tokens=48)
+    m = request_metrics(response)
+    assert m["completion_tokens"] == 48
+    assert m["token_count_source"] == "server"
+    # TPOT is defined over N-1 intervals, exactly like llama.cpp's predicted_per_second.
+    assert m["tpot_ms"] == pytest.approx((m["e2e_ms"] - m["ttft_ms"]) / 47, rel=1e-3)
+    assert m["decode_tps"] == pytest.approx(1000 / m["tpot_ms"], rel=1e-3)
+    # Same quantity measured at two ends of a socket: close, on a noisy 2-core machine too.
+    assert 0.8 < m["decode_ratio_vs_server"] < 1.25
+    # The first token cannot arrive before the server finished the prompt.
+    assert m["ttft_ms"] >= m["server"]["prompt_ms"]
+    assert m["prefill_tps"] == pytest.approx(m["prompt_tokens"] / (m["ttft_ms"] / 1000), rel=1e-3)
+    assert m["itl_ms"]["n"] == len(m["timings"]["chunk_ms"]) - 1
+    assert m["timings"]["chunk_ms"][0] == m["ttft_ms"]
+
+
+@pytest.mark.llm
+def test_the_nonce_keeps_the_prompt_cache_from_faking_prefill(provider):
+    """Repeating one prompt lets llama.cpp reuse its cache; a fresh nonce per request does not."""
+    same = speed_messages("fixed-nonce-0001", INSTRUCTION, 120)
+    first = _stream(provider, same, max_tokens=4)
+    repeat = _stream(provider, same, max_tokens=4)
+    assert repeat.server.cache_n >= first.prompt_tokens - 2  # control: the cache really works
+    for _ in range(2):
+        fresh = _stream(provider, speed_messages(new_nonce(), INSTRUCTION, 120), max_tokens=4)
+        # Only the chat template's fixed prefix (before the nonce) can be reused.
+        assert fresh.server.cache_n <= 8
+        assert fresh.server.prompt_n >= fresh.prompt_tokens - 8
+
+
+@pytest.mark.llm
+def test_prompts_are_calibrated_to_the_servers_token_count(provider):
+    suite = available_suites()["speed"]
+    ctx = RunContext(provider=provider, trials=1)
+    suite.prepare(ctx)
+    calibration = ctx.suite_metadata["calibration"]
+    assert calibration["calibrated"]
+    assert 0.5 < calibration["tokens_per_word"] < 3
+    assert all(w["warmup"] for w in ctx.suite_metadata["warmup"])
+    task = next(t for t in suite.effective_tasks(8) if t["id"] == "speed-p512-short")
+    record = suite.run_task(task, ctx)
+    trial = record["metadata"]["trials"][0]
+    assert abs(trial["prompt_tokens"] - 512) / 512 < 0.08
+    assert trial["prompt_tokens_deviation"] == pytest.approx(
+        (trial["prompt_tokens"] - 512) / 512, abs=1e-4
+    )
+
+
+def test_the_speed_suite_has_nine_tasks_over_three_prompt_and_output_lengths():
+    suite = available_suites()["speed"]
+    assert len(suite.tasks) == 9
+    pairs = {(t["speed"]["prompt_tokens"], t["speed"]["output"]) for t in suite.tasks}
+    assert pairs == {(p, o) for p in (128, 512, 2048) for o in ("short", "medium", "long")}
+    assert all(t["config"]["max_tokens"] > 0 for t in suite.tasks)
+
+
+def test_student_t_quantiles_and_cdf_match_the_tables():
+    assert t_ppf(0.975, 1) == pytest.approx(12.706, abs=1e-3)
+    assert t_ppf(0.975, 4) == pytest.approx(2.776, abs=1e-3)
+    assert t_ppf(0.975, 30) == pytest.approx(2.042, abs=1e-3)
+    assert t_ppf(0.975, 10_000) == pytest.approx(1.960, abs=1e-3)
+    assert t_cdf(0.0, 7) == pytest.approx(0.5)
+    assert t_cdf(2.228, 10) == pytest.approx(0.975, abs=1e-4)
+
+
+def test_summaries_report_percentiles_interval_and_peak():
+    values = [10.0, 12.0, 11.0, 13.0, 9.0, 100.0]
+    s = summarize(values)
+    assert s["n"] == 6
+    assert s["median"] == 11.5
+    assert s["peak"] == 100.0
+    assert s["p95"] == pytest.approx(percentile(sorted(values), 0.95))
+    half = t_ppf(0.975, 5) * s["stdev"] / math.sqrt(6)
+    assert s["ci95_low"] == pytest.approx(s["mean"] - half, abs=1e-3)
+    assert summarize([5.0, 7.0], higher_is_better=False)["peak"] == 5.0
+    assert summarize([])["n"] == 0
+    assert summarize([3.0])["ci95_low"] is None
+
+
+def test_welch_flags_real_differences_and_not_noise():
+    fast = [60.1, 59.8, 60.4, 60.0, 59.9]
+    slow = [50.2, 49.9, 50.1, 50.3, 49.8]
+    assert welch_test(fast, slow)["p_value"] < 0.001
+    assert welch_test(fast, [60.0, 60.3, 59.7, 60.2, 59.9])["p_value"] > 0.05
+    assert welch_test([1.0], slow) is None

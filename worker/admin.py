@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from worker import services
+from worker.models import (
+    BenchmarkJob,
+    JobEvent,
+    NotificationSettings,
+    QuickPrompt,
+    WebhookDelivery,
+    WorkerHost,
+)
+
+
+@admin.register(WorkerHost)
+class WorkerHostAdmin(admin.ModelAdmin):
+    list_display = ["name", "hardware", "pools", "approved_at", "last_heartbeat_at", "current_job"]
+    list_filter = ["approved_at"]
+    search_fields = ["name"]
+    raw_id_fields = ["hardware", "current_job", "approved_by"]
+    actions = ["approve"]
+
+    @admin.action(description="Approve selected hosts")
+    def approve(self, request, queryset) -> None:
+        for host in queryset:
+            services.approve_host(host=host, user=request.user)
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    readonly_fields = ["attempt", "seq", "kind", "payload", "created_at"]
+
+
+@admin.register(BenchmarkJob)
+class BenchmarkJobAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "model",
+        "pool",
+        "status",
+        "attempts",
+        "host",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["status", "pool", "target", "profile"]
+    search_fields = ["model", "endpoint_url", "requested_by__username"]
+    raw_id_fields = ["requested_by", "host", "run"]
+    inlines = [JobEventInline]
+
+
+@admin.register(QuickPrompt)
+class QuickPromptAdmin(admin.ModelAdmin):
+    list_display = ["id", "host", "model", "status", "ttft_ms", "decode_tps", "created_at"]
+    list_filter = ["status"]
+    search_fields = ["model", "prompt"]
+
+
+@admin.register(NotificationSettings)
+class NotificationSettingsAdmin(admin.ModelAdmin):
+    list_display = ["user", "email_on_finish", "webhook_url"]
+    search_fields = ["user__username", "webhook_url"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["job", "url", "attempts", "last_status", "delivered_at"]
+    list_filter = ["last_status"]
+    search_fields = ["url"]
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(admin.ModelAdmin):
+    list_display = ["job", "attempt", "seq", "kind", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["job__model"]

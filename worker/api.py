@@ -1,0 +1,141 @@
+"""POST /api/v1/jobs (lab operators) and GET /api/v1/jobs/{id} (public job state)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
+from rest_framework.views import APIView
+
+from submissions.errors import ApiError
+from submissions.permissions import scope_required
+from worker import services
+from worker.models import BenchmarkJob
+
+
+class IsLabOperator(BasePermission):
+    message = "Only lab operators can queue jobs."
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.has_perm("worker.operate_lab"))
+
+
+class JobOutput(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    host = serializers.CharField(source="host.name", default=None)
+    run_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BenchmarkJob
+        fields = [
+            "id",
+            "url",
+            "status",
+            "model",
+            "pool",
+            "priority",
+            "profile",
+            "suites",
+            "tasks",
+            "trials",
+            "target",
+            "attempts",
+            "host",
+            "created_at",
+            "claimed_at",
+            "started_at",
+            "finished_at",
+            "total_tasks",
+            "completed_tasks",
+            "current_suite",
+            "current_task",
+            "error",
+            "run_url",
+        ]
+
+    def get_url(self, job: BenchmarkJob) -> str:
+        return f"/lab/jobs/{job.pk}/"
+
+    def get_run_url(self, job: BenchmarkJob) -> str | None:
+        return f"/runs/{job.run_id}/" if job.run_id else None
+
+
+class JobInput(serializers.Serializer):
+    target = serializers.ChoiceField(choices=BenchmarkJob.Target.choices, default="endpoint")
+    model = serializers.CharField(max_length=300)
+    endpoint_url = serializers.URLField(required=False, allow_blank=True, max_length=500)
+    provider = serializers.ChoiceField(choices=["auto", "openai", "ollama"], default="auto")
+    api_key_ref = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    binary = serializers.CharField(required=False, max_length=300, default="llama-server")
+    model_path = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    launch_flags = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=50, default=list
+    )
+    context_length = serializers.IntegerField(required=False, min_value=256, max_value=10_000_000)
+    threads = serializers.IntegerField(required=False, min_value=1, max_value=512)
+    profile = serializers.ChoiceField(choices=["smoke", "core", "full", ""], default="smoke")
+    suites = serializers.ListField(
+        child=serializers.CharField(max_length=40), required=False, max_length=20, default=list
+    )
+    tasks = serializers.ListField(
+        child=serializers.CharField(max_length=120), required=False, max_length=100, default=list
+    )
+    trials = serializers.IntegerField(min_value=1, max_value=50, default=3)
+    harness = serializers.CharField(max_length=20, default="raw")
+    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=32768)
+    pool = serializers.CharField(max_length=64, default="cpu")
+    priority = serializers.IntegerField(min_value=0, max_value=9, default=5)
+
+
+class JobQueueView(APIView):
+    """Queue a benchmark job on a host pool; answers 202 with the job's URL."""
+
+    permission_classes = [scope_required("submit"), IsLabOperator]
+    throttle_classes = [UserRateThrottle]
+
+    @extend_schema(
+        request=JobInput,
+        responses={
+            202: JobOutput,
+            400: OpenApiResponse(description="invalid job"),
+            401: OpenApiResponse(description="no key"),
+            403: OpenApiResponse(description="not a lab operator"),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        from submissions.api import read_json_body
+
+        data = JobInput(data=read_json_body(request))
+        data.is_valid(raise_exception=True)
+        try:
+            job = services.queue_job(requested_by=request.user, **data.validated_data)
+        except ValidationError as exc:
+            raise ApiError(
+                400,
+                "invalid",
+                "The job is invalid.",
+                [
+                    {"path": field, "message": " ".join(messages)}
+                    for field, messages in exc.message_dict.items()
+                ],
+            ) from None
+        body = JobOutput(job).data
+        return Response(body, status=202, headers={"Location": body["url"]})
+
+
+class JobDetailView(APIView):
+    """A job's public state and progress."""
+
+    permission_classes: list = []
+    throttle_classes = [AnonRateThrottle, UserRateThrottle]
+
+    @extend_schema(responses=JobOutput)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(
+            JobOutput(get_object_or_404(BenchmarkJob.objects.select_related("host"), pk=pk)).data
+        )

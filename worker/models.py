@@ -1,0 +1,263 @@
+"""The lab queue: benchmark jobs, their event stream, the GPU hosts that run them."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+pool_name = RegexValidator(
+    r"^[a-z0-9][a-z0-9._-]{0,63}$", "Lower-case letters, digits, dots, dashes (e.g. gpu.4090)."
+)
+
+
+class WorkerHost(models.Model):
+    """A machine running a lab worker; it gets jobs only once an admin approves it."""
+
+    name = models.CharField(max_length=100, unique=True)
+    hardware = models.ForeignKey(
+        "runs.Hardware", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    hardware_info = models.JSONField(default=dict, blank=True)
+    pools = models.JSONField(default=list, blank=True)
+    # Inference servers found on the host and their models: [{kind, url, models: [...]}].
+    # URLs are lab-internal and shown to lab operators only.
+    inventory = models.JSONField(default=list, blank=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    current_job = models.ForeignKey(
+        "BenchmarkJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("operate_lab", "Can queue lab jobs and manage lab hosts")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_approved(self) -> bool:
+        return self.approved_at is not None
+
+    @property
+    def queue_name(self) -> str:
+        """The host's own queue, for work that must run on this machine (quick prompts)."""
+        return f"host.{self.name}"
+
+
+class JobQuerySet(models.QuerySet):
+    def active(self) -> JobQuerySet:
+        return self.filter(status__in=BenchmarkJob.ACTIVE)
+
+    def finished(self) -> JobQuerySet:
+        return self.filter(status__in=BenchmarkJob.FINAL)
+
+    def stale(self, before) -> JobQuerySet:
+        """Claimed or running jobs whose worker stopped sending heartbeats."""
+        return self.filter(
+            status__in=[BenchmarkJob.Status.CLAIMED, BenchmarkJob.Status.RUNNING],
+            heartbeat_at__lt=before,
+        )
+
+
+class BenchmarkJob(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        CLAIMED = "claimed"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class Target(models.TextChoices):
+        ENDPOINT = "endpoint", "an endpoint the worker can reach"
+        MANAGED = "managed", "a llama.cpp server the worker starts"
+
+    ACTIVE = (Status.QUEUED, Status.CLAIMED, Status.RUNNING)
+    FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="benchmark_jobs"
+    )
+    target = models.CharField(max_length=10, choices=Target.choices, default=Target.ENDPOINT)
+    model = models.CharField(max_length=300, help_text="model id the server serves")
+    # Endpoint jobs. The key is named, never stored: the worker reads it from its environment.
+    endpoint_url = models.CharField(max_length=500, blank=True)
+    provider = models.CharField(max_length=20, default="auto")
+    api_key_ref = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[
+            RegexValidator(r"^[A-Z][A-Z0-9_]*$", "An environment variable name on the worker.")
+        ],
+    )
+    # Managed llama.cpp recipe.
+    binary = models.CharField(max_length=300, blank=True, default="llama-server")
+    model_path = models.CharField(max_length=500, blank=True)
+    launch_flags = models.JSONField(default=list, blank=True)
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+    threads = models.PositiveSmallIntegerField(null=True, blank=True)
+    # What to run.
+    profile = models.CharField(max_length=20, blank=True, default="smoke")
+    suites = models.JSONField(default=list, blank=True)
+    tasks = models.JSONField(
+        default=list, blank=True, help_text="task id patterns, e.g. speed-p128-* (quick checks)"
+    )
+    trials = models.PositiveSmallIntegerField(default=3)
+    harness = models.CharField(max_length=20, default="raw")
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="cap every reply (quick checks only)"
+    )
+    pool = models.CharField(max_length=64, validators=[pool_name], default="cpu")
+    priority = models.PositiveSmallIntegerField(default=5, help_text="0 (low) to 9 (high)")
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    host = models.ForeignKey(
+        WorkerHost, on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
+    )
+    error = models.TextField(blank=True)
+    run = models.ForeignKey(
+        "runs.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Progress, denormalised from the events for the job page.
+    total_tasks = models.PositiveIntegerField(default=0)
+    completed_tasks = models.PositiveIntegerField(default=0)
+    current_suite = models.CharField(max_length=40, blank=True)
+    current_task = models.CharField(max_length=120, blank=True)
+    last_decode_tps = models.FloatField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # The reaper scans only live jobs by heartbeat age.
+            models.Index(
+                fields=["heartbeat_at"],
+                condition=Q(status__in=["claimed", "running"]),
+                name="job_live_heartbeat_idx",
+            ),
+            models.Index(fields=["status", "-created_at"], name="job_status_created_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(priority__lte=9), name="job_priority_0_9"),
+            models.CheckConstraint(
+                condition=Q(target="endpoint", endpoint_url__gt="")
+                | Q(target="managed", model_path__gt=""),
+                name="job_target_complete",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk}: {self.model} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL
+
+    @property
+    def progress_percent(self) -> int:
+        if not self.total_tasks:
+            return 0
+        return min(100, round(100 * self.completed_tasks / self.total_tasks))
+
+
+class JobEvent(models.Model):
+    """One progress event from the engine, kept so the job page can replay the run."""
+
+    job = models.ForeignKey(BenchmarkJob, on_delete=models.CASCADE, related_name="events")
+    attempt = models.PositiveSmallIntegerField()
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=30)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["attempt", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "attempt", "seq"], name="jobevent_unique_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.seq}"
+
+
+class QuickPrompt(models.Model):
+    """One prompt sent to a model on a host, to check it before queueing a long job."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        STREAMING = "streaming"
+        DONE = "done"
+        FAILED = "failed"
+
+    host = models.ForeignKey(WorkerHost, on_delete=models.CASCADE, related_name="prompts")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    server_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=300)
+    prompt = models.TextField(max_length=4000)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    reply = models.TextField(blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    decode_tps = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"prompt {self.pk} to {self.model}"
+
+
+def _new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class NotificationSettings(models.Model):
+    """Where a lab operator hears about finished jobs: email always, a signed webhook if set."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_settings"
+    )
+    email_on_finish = models.BooleanField(default=True)
+    webhook_url = models.URLField(blank=True)
+    webhook_secret = models.CharField(max_length=64, default=_new_secret)
+
+    def __str__(self) -> str:
+        return f"notifications for {self.user}"
+
+
+class WebhookDelivery(models.Model):
+    job = models.ForeignKey(BenchmarkJob, on_delete=models.CASCADE, related_name="deliveries")
+    url = models.URLField()
+    payload = models.JSONField()
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "url"], name="webhook_once_per_job_url"),
+        ]
+
+    def __str__(self) -> str:
+        return f"webhook for job {self.job_id}"

@@ -1,0 +1,127 @@
+"""Tell a job's requester it finished: an email, and a signed webhook POST if configured."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+
+import httpx
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
+
+SIGNATURE_HEADER = "X-BenchLoop-Signature"
+TOLERANCE_SECONDS = 300
+
+
+class WebhookFailed(Exception):
+    """The receiver did not answer 2xx; the delivery is retried with backoff."""
+
+
+def sign(secret: str, body: bytes, timestamp: int | None = None) -> str:
+    """`t=<unix time>,v1=<hex HMAC-SHA256 of "t.body">`: the time stops replays."""
+    moment = int(time.time()) if timestamp is None else timestamp
+    digest = hmac.new(secret.encode(), f"{moment}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={moment},v1={digest}"
+
+
+def verify(
+    secret: str,
+    body: bytes,
+    header: str,
+    *,
+    now: int | None = None,
+    tolerance: int = TOLERANCE_SECONDS,
+) -> bool:
+    """Check a signature header as a receiver should: right key, right body, recent."""
+    try:
+        parts = dict(item.split("=", 1) for item in header.split(","))
+        moment = int(parts["t"])
+        given = parts["v1"]
+    except (KeyError, ValueError):
+        return False
+    if abs((int(time.time()) if now is None else now) - moment) > tolerance:
+        return False
+    expected = sign(secret, body, moment).split("v1=", 1)[1]
+    return hmac.compare_digest(expected, given)
+
+
+def job_payload(job: BenchmarkJob) -> dict:
+    return {
+        "event": f"job.{job.status}",
+        "job": {
+            "id": job.pk,
+            "status": job.status,
+            "model": job.model,
+            "pool": job.pool,
+            "profile": job.profile,
+            "attempts": job.attempts,
+            "error": job.error,
+            "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+            "url": f"/lab/jobs/{job.pk}/",
+            "run_url": f"/runs/{job.run_id}/" if job.run_id else None,
+        },
+    }
+
+
+def notify_finished(job_id: int) -> None:
+    from worker.tasks import deliver_webhook
+
+    job = BenchmarkJob.objects.select_related("requested_by").get(pk=job_id)
+    prefs, _ = NotificationSettings.objects.get_or_create(user=job.requested_by)
+    if prefs.email_on_finish and job.requested_by.email:
+        send_mail(
+            subject=f"BenchLoop job {job.pk} {job.status}: {job.model}",
+            message=_email_text(job),
+            from_email=settings.DEFAULT_FROM_EMAIL,
+            recipient_list=[job.requested_by.email],
+            fail_silently=True,
+        )
+    if prefs.webhook_url:
+        try:
+            with transaction.atomic():
+                delivery = WebhookDelivery.objects.create(
+                    job=job, url=prefs.webhook_url, payload=job_payload(job)
+                )
+        except IntegrityError:
+            return  # already notified for this job: a repeated message sends nothing twice
+        deliver_webhook.delay(delivery.pk)
+
+
+def _email_text(job: BenchmarkJob) -> str:
+    lines = [f"Job {job.pk} ({job.model} on pool {job.pool}) is {job.status}."]
+    if job.error:
+        lines.append(f"Reason: {job.error}")
+    if job.run_id:
+        lines.append(f"Verified run: /runs/{job.run_id}/")
+    lines.append(f"Job page: /lab/jobs/{job.pk}/")
+    return "\n".join(lines)
+
+
+def deliver(delivery_id: int) -> str:
+    delivery = WebhookDelivery.objects.select_related("job__requested_by").get(pk=delivery_id)
+    if delivery.delivered_at:
+        return "already delivered"
+    prefs = NotificationSettings.objects.get(user=delivery.job.requested_by)
+    body = json.dumps(delivery.payload, separators=(",", ":")).encode()
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: sign(prefs.webhook_secret, body),
+        "User-Agent": "BenchLoop-Webhook/1",
+    }
+    WebhookDelivery.objects.filter(pk=delivery_id).update(attempts=delivery.attempts + 1)
+    try:
+        response = httpx.post(delivery.url, content=body, headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        WebhookDelivery.objects.filter(pk=delivery_id).update(last_error=str(exc)[:500])
+        raise WebhookFailed(str(exc)) from exc
+    WebhookDelivery.objects.filter(pk=delivery_id).update(last_status=response.status_code)
+    if not 200 <= response.status_code < 300:
+        raise WebhookFailed(f"receiver answered {response.status_code}")
+    WebhookDelivery.objects.filter(pk=delivery_id).update(delivered_at=timezone.now())
+    return "delivered"

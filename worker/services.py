@@ -1,0 +1,311 @@
+"""Lab queue workflows: queue, cancel, claim, record progress, finish, reap; hosts."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from submissions.models import Channel
+from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
+
+log = logging.getLogger(__name__)
+Status = BenchmarkJob.Status
+HEARTBEAT_INTERVAL = timedelta(seconds=settings.BENCHLOOP_JOB_HEARTBEAT_SECONDS)
+# A claimed or running job whose worker has been silent this long is presumed dead.
+STALE_AFTER = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
+
+
+def queue_job(*, requested_by: User, **fields) -> BenchmarkJob:
+    """Validate and store a job; it is sent to its pool's queue once the transaction commits."""
+    job = BenchmarkJob(requested_by=requested_by, **fields)
+    job.full_clean(exclude=["requested_by"])
+    with transaction.atomic():
+        job.save()
+        _enqueue_on_commit(job)
+    return job
+
+
+def _enqueue_on_commit(job: BenchmarkJob) -> None:
+    from worker.tasks import run_benchmark_job
+
+    pool, priority, job_id = job.pool, job.priority, job.pk
+    # Celery serves lower priority numbers first; ours count up from 0 (low) to 9 (high).
+    transaction.on_commit(
+        lambda: run_benchmark_job.apply_async((job_id,), queue=pool, priority=9 - priority)
+    )
+
+
+def cancel_job(*, job: BenchmarkJob) -> BenchmarkJob:
+    """A queued job is cancelled at once; a running one stops at its next task boundary."""
+    now = timezone.now()
+    with transaction.atomic():
+        if BenchmarkJob.objects.filter(pk=job.pk, status=Status.QUEUED).update(
+            status=Status.CANCELLED,
+            cancel_requested_at=now,
+            finished_at=now,
+            error="cancelled before it started",
+        ):
+            _record(job.pk, job.attempts, "cancelled", {"reason": "cancelled while queued"})
+        else:
+            BenchmarkJob.objects.filter(
+                pk=job.pk, status__in=[Status.CLAIMED, Status.RUNNING], cancel_requested_at=None
+            ).update(cancel_requested_at=now)
+    job.refresh_from_db()
+    return job
+
+
+def claim_job(*, job_id: int, host: WorkerHost) -> BenchmarkJob | None:
+    """Take the job for this host, or None if another worker has it or it is finished.
+
+    A redelivered message finds the job already claimed and does nothing. A job whose worker
+    died (stale heartbeat) may be claimed again; its attempt number grows.
+    """
+    now = timezone.now()
+    claimable = Q(status=Status.QUEUED) | Q(
+        status__in=[Status.CLAIMED, Status.RUNNING], heartbeat_at__lt=now - STALE_AFTER
+    )
+    updated = BenchmarkJob.objects.filter(
+        claimable, pk=job_id, attempts__lt=F("max_attempts"), cancel_requested_at=None
+    ).update(
+        status=Status.CLAIMED,
+        host=host,
+        claimed_at=now,
+        heartbeat_at=now,
+        attempts=F("attempts") + 1,
+        error="",
+    )
+    if not updated:
+        return None
+    WorkerHost.objects.filter(pk=host.pk).update(current_job_id=job_id)
+    return BenchmarkJob.objects.get(pk=job_id)
+
+
+def _still_ours(job_id: int, attempt: int):
+    return BenchmarkJob.objects.filter(
+        pk=job_id, attempts=attempt, status__in=[Status.CLAIMED, Status.RUNNING]
+    )
+
+
+def mark_running(*, job_id: int, attempt: int) -> bool:
+    return bool(
+        _still_ours(job_id, attempt).update(
+            status=Status.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now()
+        )
+    )
+
+
+def heartbeat(*, job_id: int, attempt: int) -> bool:
+    """Keep the claim alive; False once the job is no longer this attempt's to run."""
+    return bool(_still_ours(job_id, attempt).update(heartbeat_at=timezone.now()))
+
+
+def cancel_requested(job_id: int) -> bool:
+    return BenchmarkJob.objects.filter(pk=job_id, cancel_requested_at__isnull=False).exists()
+
+
+def _record(job_id: int, attempt: int, kind: str, payload: dict) -> JobEvent:
+    seq = (
+        JobEvent.objects.filter(job_id=job_id, attempt=attempt)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+        or 0
+    ) + 1
+    return JobEvent.objects.create(
+        job_id=job_id, attempt=attempt, seq=seq, kind=kind, payload=payload
+    )
+
+
+# Several per second while a reply streams: they move the live numbers but are not kept.
+LIVE_ONLY_EVENTS = {"task_progress"}
+
+
+def update_live_progress(*, job_id: int, attempt: int, event: dict) -> None:
+    fields: dict = {"heartbeat_at": timezone.now()}
+    if event.get("live_tps"):
+        fields["last_decode_tps"] = float(event["live_tps"])
+    _still_ours(job_id, attempt).update(**fields)
+
+
+def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
+    """Store one engine event (idempotent on its sequence number) and update the progress."""
+    kind = str(event.get("type", "log"))[:30]
+    payload = {k: v for k, v in event.items() if k not in ("type", "path")}
+    try:
+        with transaction.atomic():
+            JobEvent.objects.create(
+                job_id=job_id, attempt=attempt, seq=seq, kind=kind, payload=payload
+            )
+    except IntegrityError:
+        return False  # already recorded: a replay after a reconnect
+    progress: dict = {"heartbeat_at": timezone.now()}
+    if kind == "run_started":
+        progress["total_tasks"] = int(payload.get("total_tasks") or 0)
+        progress["completed_tasks"] = 0
+    elif kind == "suite_started":
+        progress["current_suite"] = str(payload.get("suite", ""))[:40]
+    elif kind == "task_started":
+        progress["current_task"] = str(payload.get("task_id", ""))[:120]
+    elif kind == "task_completed":
+        progress["completed_tasks"] = int(payload.get("completed_tasks") or 0)
+        if payload.get("decode_tps"):
+            progress["last_decode_tps"] = float(payload["decode_tps"])
+    _still_ours(job_id, attempt).update(**progress)
+    return True
+
+
+def finish_job(*, job_id: int, attempt: int, upload: dict) -> BenchmarkJob:
+    """Store the bundle as a verified, auto-approved run; idempotent per job."""
+    from submissions.models import Submission
+    from submissions.services import submit_run
+
+    job = BenchmarkJob.objects.get(pk=job_id)
+    client_run_id = f"lab-job-{job.pk}"
+    # An earlier attempt may have stored the run and died before saying so: keep that one.
+    existing = Submission.objects.filter(
+        submitter=job.requested_by, client_run_id=client_run_id
+    ).first()
+    if existing is None:
+        existing = submit_run(
+            payload={**upload, "client_run_id": client_run_id},
+            channel=Channel.LAB_JOB,
+            submitter=job.requested_by,
+            is_verified=True,
+        ).submission
+    with transaction.atomic():
+        _still_ours(job_id, attempt).update(
+            status=Status.SUCCEEDED, finished_at=timezone.now(), run=existing.run
+        )
+        _release_host(job_id)
+        job.refresh_from_db()
+        if job.status == Status.SUCCEEDED:
+            _notify_on_commit(job)
+    return job
+
+
+def fail_job(*, job_id: int, attempt: int, error: str, cancelled: bool = False) -> BenchmarkJob:
+    status = Status.CANCELLED if cancelled else Status.FAILED
+    with transaction.atomic():
+        _still_ours(job_id, attempt).update(
+            status=status, finished_at=timezone.now(), error=error[:5000]
+        )
+        _release_host(job_id)
+        job = BenchmarkJob.objects.get(pk=job_id)
+        if job.status == status:
+            _notify_on_commit(job)
+    return job
+
+
+def requeue_job(*, job_id: int, attempt: int, error: str) -> bool:
+    """Give a transiently failed attempt back to the queue (the retry will claim it anew)."""
+    return bool(
+        _still_ours(job_id, attempt).update(
+            status=Status.QUEUED, error=error[:5000], heartbeat_at=None
+        )
+    )
+
+
+def _release_host(job_id: int) -> None:
+    WorkerHost.objects.filter(current_job_id=job_id).update(current_job=None)
+
+
+def _notify_on_commit(job: BenchmarkJob) -> None:
+    from worker.tasks import notify_job_finished
+
+    notify_job_finished.delay_on_commit(job.pk)
+
+
+def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:
+    """Requeue jobs whose worker died, or fail them once their attempts are used up."""
+    now = now or timezone.now()
+    counts = {"requeued": 0, "failed": 0}
+    for job in BenchmarkJob.objects.stale(now - STALE_AFTER).order_by("heartbeat_at")[:limit]:
+        with transaction.atomic():
+            live = (
+                BenchmarkJob.objects.select_for_update(skip_locked=True)
+                .filter(
+                    pk=job.pk,
+                    status__in=[Status.CLAIMED, Status.RUNNING],
+                    heartbeat_at__lt=now - STALE_AFTER,
+                )
+                .first()
+            )
+            if live is None:
+                continue
+            _record(
+                live.pk, live.attempts, "log", {"message": f"worker {live.host} stopped responding"}
+            )
+            if live.attempts < live.max_attempts and live.cancel_requested_at is None:
+                live.status = Status.QUEUED
+                live.heartbeat_at = None
+                live.save(update_fields=["status", "heartbeat_at"])
+                _enqueue_on_commit(live)
+                counts["requeued"] += 1
+            else:
+                live.status = Status.CANCELLED if live.cancel_requested_at else Status.FAILED
+                live.error = "the worker running this job stopped responding"
+                live.finished_at = now
+                live.save(update_fields=["status", "error", "finished_at"])
+                _notify_on_commit(live)
+                counts["failed"] += 1
+            _release_host(live.pk)
+    return counts
+
+
+def register_host(*, name: str, pools: list[str], hardware_info: dict) -> WorkerHost:
+    """Create or update a host's record; approval stays an admin's decision."""
+    from runs.models import Hardware
+
+    gpus = hardware_info.get("gpus") or []
+    hardware = Hardware.for_identity(
+        cpu=hardware_info.get("cpu_model", ""),
+        gpu=(gpus[0].get("name", "") if gpus else ""),
+        gpu_count=len(gpus),
+        vram_gb=(gpus[0].get("vram_gb") if gpus else None),
+        ram_gb=hardware_info.get("ram_gb"),
+        os_name=hardware_info.get("os", ""),
+    )
+    host, _ = WorkerHost.objects.update_or_create(
+        name=name,
+        defaults={
+            "pools": sorted(set(pools)),
+            "hardware_info": hardware_info,
+            "hardware": hardware,
+            "last_heartbeat_at": timezone.now(),
+        },
+    )
+    return host
+
+
+def host_heartbeat(*, name: str, inventory: list | None = None) -> WorkerHost | None:
+    fields: dict = {"last_heartbeat_at": timezone.now()}
+    if inventory is not None:
+        fields["inventory"] = inventory
+    WorkerHost.objects.filter(name=name).update(**fields)
+    return WorkerHost.objects.filter(name=name).first()
+
+
+def approve_host(*, host: WorkerHost, user: User | None, approved: bool = True) -> WorkerHost:
+    host.approved_at = timezone.now() if approved else None
+    host.approved_by = user if approved else None
+    host.save(update_fields=["approved_at", "approved_by"])
+    return host
+
+
+def request_quick_prompt(
+    *, host: WorkerHost, user: User, server_url: str, model: str, prompt: str
+) -> QuickPrompt:
+    from worker.tasks import run_quick_prompt
+
+    quick = QuickPrompt.objects.create(
+        host=host, requested_by=user, server_url=server_url, model=model, prompt=prompt[:4000]
+    )
+    quick_id, queue = quick.pk, host.queue_name
+    transaction.on_commit(lambda: run_quick_prompt.apply_async((quick_id,), queue=queue))
+    return quick

@@ -1,0 +1,208 @@
+"""Lab pages: the public queue and job pages, and the operators' forms and host list."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.syndication.views import Feed
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.feedgenerator import Atom1Feed
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from worker import services
+from worker.forms import JobForm, NotificationForm, QuickPromptForm
+from worker.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
+
+OPERATE = "worker.operate_lab"
+
+
+def queue(request: HttpRequest) -> HttpResponse:
+    """Public: what is running, what waits, what finished (no endpoints, no recipes)."""
+    jobs = BenchmarkJob.objects.select_related("host")
+    running = list(
+        jobs.filter(status__in=[BenchmarkJob.Status.CLAIMED, BenchmarkJob.Status.RUNNING]).order_by(
+            "started_at"
+        )
+    )
+    pending = list(
+        jobs.filter(status=BenchmarkJob.Status.QUEUED).order_by("-priority", "created_at")[:100]
+    )
+    finished = Paginator(jobs.finished().order_by("-finished_at"), 25).get_page(
+        request.GET.get("page")
+    )
+    return render(
+        request,
+        "worker/queue.html",
+        {
+            "running": running,
+            "pending": pending,
+            "finished": finished,
+            "can_operate": request.user.has_perm(OPERATE),
+        },
+    )
+
+
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(BenchmarkJob.objects.select_related("host", "run"), pk=pk)
+    events = list(JobEvent.objects.filter(job=job, attempt=job.attempts).order_by("-seq")[:200])
+    context = {
+        "job": job,
+        "events": events,
+        "can_operate": request.user.has_perm(OPERATE),
+        "earlier_attempts": job.attempts > 1,
+    }
+    if getattr(request, "htmx", False):
+        response = render(request, "worker/job.html#progress", context)
+        # Stop polling once the job can no longer change.
+        return HttpResponseStopPolling(response.content) if job.is_final else response
+    return render(request, "worker/job.html", context)
+
+
+def _inventory_choices() -> list[tuple[str, str]]:
+    choices = []
+    for host in WorkerHost.objects.exclude(approved_at=None):
+        for server in host.inventory:
+            for model in server.get("models", []):
+                choices.append(
+                    (
+                        f"{server['url']}|{model}|{host.name}",
+                        f"{host.name} · {server.get('kind')} · {model}",
+                    )
+                )
+    return choices
+
+
+@login_required
+@permission_required(OPERATE, raise_exception=True)
+def new_job(request: HttpRequest) -> HttpResponse:
+    form = JobForm(request.POST or None, servers=_inventory_choices())
+    if request.method == "POST" and form.is_valid():
+        fields = {name: form.cleaned_data[name] for name in form.Meta.fields}
+        server = form.cleaned_data.get("server")
+        if server and not fields["endpoint_url"]:
+            fields["endpoint_url"] = server.split("|", 1)[0]
+        if server and not fields["model"]:
+            fields["model"] = server.split("|")[1]
+        job = services.queue_job(
+            requested_by=request.user,
+            launch_flags=form.instance.launch_flags,
+            suites=form.instance.suites,
+            **fields,
+        )
+        messages.success(request, f"Job {job.pk} queued on pool {job.pool}.")
+        return redirect("lab:job", pk=job.pk)
+    return render(request, "worker/new_job.html", {"form": form})
+
+
+@require_POST
+@login_required
+def cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(BenchmarkJob, pk=pk)
+    if job.requested_by_id != request.user.id and not request.user.has_perm(OPERATE):
+        raise Http404
+    services.cancel_job(job=job)
+    messages.success(
+        request,
+        "Cancelled."
+        if job.status == "cancelled"
+        else "Cancelling: the job stops after its current task.",
+    )
+    return redirect("lab:job", pk=pk)
+
+
+@login_required
+@permission_required(OPERATE, raise_exception=True)
+def hosts(request: HttpRequest) -> HttpResponse:
+    rows = WorkerHost.objects.select_related("hardware", "current_job")
+    return render(
+        request, "worker/hosts.html", {"hosts": rows, "can_approve": request.user.is_staff}
+    )
+
+
+@require_POST
+@login_required
+def approve_host(request: HttpRequest, pk: int) -> HttpResponse:
+    if not request.user.is_staff:  # approval is an admin's call, not every operator's
+        raise Http404
+    host = get_object_or_404(WorkerHost, pk=pk)
+    services.approve_host(
+        host=host, user=request.user, approved=request.POST.get("approved") == "1"
+    )
+    return redirect("lab:hosts")
+
+
+@login_required
+@permission_required(OPERATE, raise_exception=True)
+def host_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    host = get_object_or_404(WorkerHost, pk=pk)
+    servers = [
+        (f"{s['url']}|{m}", f"{s.get('kind')} · {m}")
+        for s in host.inventory
+        for m in s.get("models", [])
+    ]
+    form = QuickPromptForm(request.POST or None, servers=servers)
+    if request.method == "POST" and form.is_valid():
+        if not host.is_approved:
+            form.add_error(None, "This host is not approved yet.")
+        else:
+            url, model = form.cleaned_data["server"].split("|", 1)
+            quick = services.request_quick_prompt(
+                host=host,
+                user=request.user,
+                server_url=url,
+                model=model,
+                prompt=form.cleaned_data["prompt"],
+            )
+            return redirect("lab:prompt", pk=quick.pk)
+    prompts = host.prompts.filter(requested_by=request.user).order_by("-created_at")[:10]
+    return render(request, "worker/host.html", {"host": host, "form": form, "prompts": prompts})
+
+
+@login_required
+@permission_required(OPERATE, raise_exception=True)
+def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    quick = get_object_or_404(QuickPrompt, pk=pk, requested_by=request.user)
+    done = quick.status in (QuickPrompt.Status.DONE, QuickPrompt.Status.FAILED)
+    if getattr(request, "htmx", False):
+        response = render(request, "worker/prompt.html#reply", {"quick": quick})
+        return HttpResponseStopPolling(response.content) if done else response
+    return render(request, "worker/prompt.html", {"quick": quick})
+
+
+@login_required
+def notification_settings(request: HttpRequest) -> HttpResponse:
+    prefs, _ = NotificationSettings.objects.get_or_create(user=request.user)
+    form = NotificationForm(request.POST or None, instance=prefs)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, "Saved.")
+        return redirect("lab:notifications")
+    return render(request, "worker/notifications.html", {"form": form, "prefs": prefs})
+
+
+class FinishedJobsFeed(Feed):
+    """Atom feed of finished lab jobs."""
+
+    feed_type = Atom1Feed
+    title = "BenchLoop lab: finished jobs"
+    link = "/lab/"
+    subtitle = "Verified benchmark jobs as they finish."
+
+    def items(self):
+        return BenchmarkJob.objects.finished().order_by("-finished_at")[:50]
+
+    def item_title(self, job: BenchmarkJob) -> str:
+        return f"Job {job.pk} {job.status}: {job.model}"
+
+    def item_description(self, job: BenchmarkJob) -> str:
+        text = f"{job.model} on pool {job.pool}, profile {job.profile or ', '.join(job.suites)}."
+        return text + (f" Reason: {job.error}" if job.error else "")
+
+    def item_link(self, job: BenchmarkJob) -> str:
+        return f"/lab/jobs/{job.pk}/"
+
+    def item_updateddate(self, job: BenchmarkJob):
+        return job.finished_at

@@ -16,6 +16,9 @@ from django.test import Client
 # would see connection resets that a real server (gunicorn's backlog is 2048) never causes.
 ThreadedWSGIServer.request_queue_size = 256
 
+# The real llama.cpp server fixtures (llm_server, llm_url, …) serve every app's tests.
+pytest_plugins = ["worker.tests.llm_server"]
+
 REPO = Path(__file__).resolve().parent
 FIXTURES = Path(os.environ.get("BENCHLOOP_FIXTURES_DIR", REPO.parent / "shared/fixtures/benchloop"))
 

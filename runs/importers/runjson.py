@@ -68,7 +68,11 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
     _apply_launch(record, node, command_used)
     if data.get("status") == "failed":
         record.outcome = "failed"
-        record.error = node.get("error", required=False).str(max_length=100_000)[:2000]
+        error = node.get("error", required=False)
+        # Our bundle writes {kind, message, hint}; the 0.3.0 failed record a plain string.
+        if isinstance(error.value, dict):
+            error = error.get("message", required=False)
+        record.error = error.str(max_length=100_000)[:2000]
         record.comparable = False
         return record
     if data.get("status") in ("incomplete", "cancelled"):

@@ -1,5 +1,1 @@
-"""Fixtures for the engine and CLI tests."""
-
-from __future__ import annotations
-
-from worker.tests.llm_server import *  # noqa: F403
+"""The engine and CLI tests use the llama.cpp fixtures that the root conftest loads."""

@@ -42,7 +42,7 @@ def test_an_unknown_model_exits_2_and_lists_what_is_served(llm_url, bench_home, 
     "argv",
     [
         ["run", "--url", "ftp://example.com"],
-        ["run", "--url", "http://127.0.0.1:9", "--suites", "toolcall"],
+        ["run", "--url", "http://127.0.0.1:9", "--suites", "no-such-suite"],
         ["run", "--url", "http://127.0.0.1:9", "--profile", "nope"],
         ["run", "--url", "http://127.0.0.1:9", "--trials", "0"],
         ["compare", "no-such-run", "other"],
@@ -88,5 +88,6 @@ def test_python_dash_m_and_the_console_script_both_work(bench_home):
     info = json.loads(done.stdout)
     assert info["suites"]["speed"]["task_count"] == 9
     assert info["profiles"]["speed"]["available"] is True
-    assert info["profiles"]["core"]["missing_suites"]  # quality suites come later
+    assert info["profiles"]["core"]["missing_suites"] == []
+    assert info["suites"]["toolcall"]["task_count"] == 15
     assert info["hardware"]["cpu_model"]

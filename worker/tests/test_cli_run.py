@@ -136,7 +136,11 @@ def test_export_lists_both_runs_as_json_and_csv(runs):
 
 
 @pytest.mark.llm
-def test_the_human_output_shows_tables_after_the_bundle_is_written(llm_url, bench_home, capsys):
+def test_the_human_output_shows_tables_after_the_bundle_is_written(
+    llm_url, bench_home, capsys, monkeypatch
+):
+    # Rich wraps cells to the terminal; CI's 80 columns would split "decode tok/s".
+    monkeypatch.setenv("COLUMNS", "160")
     code = main(
         [
             "run",

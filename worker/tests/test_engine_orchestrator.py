@@ -110,7 +110,7 @@ def test_nothing_identifying_leaks_into_the_upload_view(spawn_llm_server, bench_
 
 def test_unknown_suites_and_profiles_are_usage_errors_before_any_request(bench_home):
     with pytest.raises(UsageError):
-        prepare_run(RunConfig(url="http://127.0.0.1:9", suites=["toolcall"], home=bench_home))
+        prepare_run(RunConfig(url="http://127.0.0.1:9", suites=["no-such-suite"], home=bench_home))
     with pytest.raises(UsageError):
         prepare_run(RunConfig(url="http://127.0.0.1:9", profile="nope", home=bench_home))
     with pytest.raises(UsageError):

@@ -65,15 +65,51 @@ def coverage(profile: dict, suites_present: list[str]) -> float:
     return round(100.0 * min(1.0, have / total), 2)
 
 
-def aggregate(suites: dict[str, dict], profile: dict, *, speed_suite: str = "speed") -> dict:
-    """Run-level quality, speed, reliability, overall and value scores.
+def quality_weights(
+    profile: dict,
+    suites_present: list[str],
+    *,
+    speed_suite: str = "speed",
+    fallback_weights: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Weights of the quality suites actually run, renormalised to sum to 1.
 
-    Speed presence is the speed suite being in the run, not its score being above zero.
+    A suite the profile does not weight (a custom ``--suites`` selection) takes its weight from
+    ``fallback_weights`` (normally the ``full`` profile), else the mean of the weights found, so
+    ``--suites speed,agent`` under ``core`` is no longer scored quality 0.
     """
     weights = profile.get("quality_weights", {})
-    quality_parts = [(s["score"], weights[name]) for name, s in suites.items() if name in weights]
-    weight_sum = sum(w for _, w in quality_parts)
-    quality = sum(score * w for score, w in quality_parts) / weight_sum if weight_sum else 0.0
+    fallback = fallback_weights or {}
+    quality = [s for s in suites_present if s != speed_suite]
+    raw = {s: weights[s] for s in quality if s in weights}
+    missing = [s for s in quality if s not in raw]
+    for name in missing:
+        if name in fallback:
+            raw[name] = fallback[name]
+    still = [s for s in missing if s not in raw]
+    if still:
+        share = sum(raw.values()) / len(raw) if raw else 1.0
+        raw.update(dict.fromkeys(still, share))
+    total = sum(raw.values())
+    return {s: w / total for s, w in raw.items()} if total > 0 else {}
+
+
+def aggregate(
+    suites: dict[str, dict],
+    profile: dict,
+    *,
+    speed_suite: str = "speed",
+    fallback_weights: dict[str, float] | None = None,
+) -> dict:
+    """Run-level quality, speed, reliability, overall and value scores.
+
+    Speed presence is the speed suite being in the run, not its score being above zero. The keys
+    are exactly the bundle's score fields (the bundle schema allows nothing else).
+    """
+    weights = quality_weights(
+        profile, list(suites), speed_suite=speed_suite, fallback_weights=fallback_weights
+    )
+    quality = sum(suites[name]["score"] * w for name, w in weights.items())
     has_speed = speed_suite in suites
     speed = suites[speed_suite]["score"] if has_speed else 0.0
     tasks = [t for s in suites.values() for t in s.get("tasks", [])]

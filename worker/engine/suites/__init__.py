@@ -44,11 +44,12 @@ def _validator(schema_name: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def _validate(document: object, schema_name: str, source: Path) -> None:
+def _validate(document: object, schema_name: str, source: Path, prefix: str = "") -> None:
     errors = sorted(_validator(schema_name).iter_errors(document), key=lambda e: list(e.path))
     if errors:
         first = errors[0]
-        where = "/".join(str(p) for p in first.path) or "(top level)"
+        where = "/".join([prefix, *map(str, first.path)] if prefix else map(str, first.path))
+        where = where or "(top level)"
         raise SuiteDataError(f"{source.name}: {where}: {first.message}")
 
 
@@ -63,6 +64,16 @@ def load_suite_file(path: Path) -> Suite:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise SuiteDataError(f"{path.name}: duplicate task ids {duplicates}")
+    if spec.get("validation_schema"):
+        # Each suite's expectations have their own schema, so a typo in a task's answer key
+        # fails on load instead of scoring every model 0.
+        for index, task in enumerate(spec["tasks"]):
+            _validate(
+                task.get("validation", {}),
+                spec["validation_schema"],
+                path,
+                prefix=f"tasks/{index} ({task['id']})/validation",
+            )
     runner = load_object(spec["runner"]) if spec.get("runner") else Suite
     if not (isinstance(runner, type) and issubclass(runner, Suite)):
         raise SuiteDataError(f"{path.name}: runner {spec['runner']} is not a Suite subclass")

@@ -1,0 +1,152 @@
+"""Prompt and parse adapters: how tools are offered to a model and how its calls are read back.
+
+- ``raw``: native OpenAI-style ``tools``; nothing is changed.
+- ``hermes``: tools listed in a system prompt; calls come back as ``<tool_call>{json}</tool_call>``.
+- ``qwen``: the same with ``<function_call>`` tags.
+- ``pi``: reasoning inside ``<think>…</think>`` first (removed from the answer), then Hermes tags.
+
+Parsing is forgiving of what small models emit: an unclosed final tag, JSON in a code fence,
+``name``/``function``/``tool`` and ``arguments``/``args``/``parameters`` keys, arguments given as
+a JSON string. A block that still does not parse is dropped from the content and counted in
+``malformed``, never turned into a guessed call. Native tool calls are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+
+from .providers.base import ChatRequest, ChatResponse, ToolCall
+
+HARNESS_VERSION = "v1"
+TAGS = {"hermes": "tool_call", "qwen": "function_call", "pi": "tool_call"}
+HARNESSES = ("raw", "hermes", "qwen", "pi")
+
+_THINK_PROMPT = (
+    "First think step by step inside <think> and </think>. After </think>, write only your answer."
+)
+
+
+@dataclass
+class Parsed:
+    """A response after the harness has read it, with what it found."""
+
+    response: ChatResponse
+    malformed: int = 0
+    reasoning_blocks: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _tools_prompt(tools: list[dict], tag: str) -> str:
+    listing = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
+    return (
+        "You can call these tools:\n<tools>\n"
+        f"{listing}\n</tools>\n"
+        f'To call a tool, write <{tag}>{{"name": <tool name>, "arguments": {{...}}}}</{tag}> '
+        "with one tag per call. If no tool is needed, answer normally."
+    )
+
+
+def prepare(harness: str, request: ChatRequest) -> ChatRequest:
+    """The request as this harness sends it."""
+    if harness not in HARNESSES:
+        raise ValueError(f"unknown harness {harness!r}; choose one of {', '.join(HARNESSES)}")
+    if harness == "raw":
+        return request
+    parts = []
+    if harness == "pi":
+        parts.append(_THINK_PROMPT)
+    if request.tools:
+        parts.append(_tools_prompt(request.tools, TAGS[harness]))
+    if not parts:
+        return request
+    system = [{"role": "system", "content": "\n\n".join(parts)}]
+    # The task's own system prompt follows ours, so its instructions still apply.
+    return replace(request, messages=system + list(request.messages), tools=None, tool_choice=None)
+
+
+def _block_json(text: str) -> object:
+    body = text.strip()
+    fenced = re.match(r"^```[a-zA-Z]*\s*(.*?)\s*(?:```)?$", body, re.DOTALL)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        return json.loads(body)
+    except ValueError:
+        # Small models often add a trailing brace or text after the object.
+        start = body.find("{")
+        if start < 0:
+            return None
+        try:
+            value, _ = json.JSONDecoder().raw_decode(body, start)
+        except ValueError:
+            return None
+        return value
+
+
+def _to_call(value: object, index: int) -> ToolCall | None:
+    if not isinstance(value, dict):
+        return None
+    name = value.get("name") or value.get("function") or value.get("tool")
+    if isinstance(name, dict):  # {"function": {"name": ..., "arguments": ...}}
+        value, name = name, name.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    args = value.get("arguments", value.get("args", value.get("parameters", {})))
+    raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            args = None
+    if args is not None and not isinstance(args, dict):
+        args = None
+    return ToolCall(id=f"harness_{index}", name=name.strip(), arguments=args, raw_arguments=raw)
+
+
+def _split_tags(text: str, tag: str) -> tuple[str, list[str]]:
+    """Content without the tagged blocks, and the blocks (an unclosed last tag runs to the end)."""
+    pattern = re.compile(rf"<{tag}>(.*?)(?:</{tag}>|(?=<{tag}>)|$)", re.DOTALL | re.IGNORECASE)
+    blocks = [m.group(1) for m in pattern.finditer(text)]
+    content = pattern.sub("", text)
+    content = re.sub(rf"</{tag}>", "", content, flags=re.IGNORECASE)
+    return content.strip(), blocks
+
+
+def _strip_think(text: str) -> tuple[str, str, int]:
+    blocks = re.findall(r"<think>(.*?)</think>", text, re.DOTALL | re.IGNORECASE)
+    rest = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL | re.IGNORECASE)
+    if re.search(r"<think>", rest, re.IGNORECASE):
+        # Never closed (often cut off by max_tokens): all of it is reasoning, none is answer.
+        head, _, tail = re.split(r"(<think>)", rest, maxsplit=1, flags=re.IGNORECASE)
+        blocks.append(tail)
+        rest = head
+    elif re.search(r"</think>", rest, re.IGNORECASE):
+        # Opening tag dropped by the chat template: everything before the close is reasoning.
+        head, _, rest = re.split(r"(</think>)", rest, maxsplit=1, flags=re.IGNORECASE)
+        blocks.append(head)
+    return rest.strip(), "\n".join(b.strip() for b in blocks), len(blocks)
+
+
+def parse(harness: str, response: ChatResponse) -> Parsed:
+    """Read tool calls (and, for ``pi``, reasoning) out of the response text."""
+    if harness == "raw":
+        return Parsed(response)
+    content = response.content
+    reasoning, blocks_seen = response.reasoning, 0
+    if harness == "pi":
+        content, thought, blocks_seen = _strip_think(content)
+        reasoning = "\n".join(x for x in (response.reasoning, thought) if x)
+    content, blocks = _split_tags(content, TAGS[harness])
+    calls = list(response.tool_calls)
+    malformed = 0
+    for block in blocks:
+        call = _to_call(_block_json(block), len(calls))
+        if call is None:
+            malformed += 1
+        else:
+            calls.append(call)
+    parsed = replace(response, content=content, reasoning=reasoning, tool_calls=calls)
+    notes = [f"{malformed} malformed <{TAGS[harness]}> block(s) ignored"] if malformed else []
+    return Parsed(parsed, malformed=malformed, reasoning_blocks=blocks_seen, notes=notes)

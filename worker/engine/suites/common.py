@@ -1,0 +1,71 @@
+"""Rules every quality verifier shares: pass threshold, evaluation status and truncation."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..providers.base import ChatResponse
+from .base import Verdict
+
+PASS_AT = 85.0
+PARTIAL_AT = 60.0
+
+
+def evaluation_status(score: float) -> str:
+    if score >= PASS_AT:
+        return "pass"
+    if score >= PARTIAL_AT:
+        return "partial"
+    return "fail"
+
+
+def finish(
+    score: float, response: ChatResponse, details: dict, *, pass_at: float = PASS_AT
+) -> Verdict:
+    """Build the verdict; an answer cut off by ``max_tokens`` is marked truncated and cannot pass.
+
+    The score of what arrived is kept (partial credit stays visible), but ``passed`` is false and
+    the status says ``truncated`` so a cut-off answer is never reported as complete.
+    """
+    score = round(max(0.0, min(100.0, float(score))), 2)
+    truncated = response.finish_reason == "length"
+    details = {**details, "truncated": truncated, "finish_reason": response.finish_reason}
+    details["evaluation_status"] = "truncated" if truncated else evaluation_status(score)
+    return Verdict(score=score, passed=score >= pass_at and not truncated, details=details)
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\s*\n(.*?)```", re.DOTALL)
+
+
+def extract_json(text: str) -> tuple[object, str]:
+    """Recover a JSON value: the whole text, a fenced block, then a bracket scan.
+
+    Returns ``(value, method)``; method is ``"none"`` (value None) when nothing parses.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return None, "none"
+    try:
+        return json.loads(stripped), "direct"
+    except ValueError:
+        pass
+    for block in _FENCE.findall(text):
+        try:
+            return json.loads(block.strip()), "fenced"
+        except ValueError:
+            continue
+    decoder = json.JSONDecoder()
+    for index, char in enumerate(text):
+        if char in "{[":
+            try:
+                value, _ = decoder.raw_decode(text, index)
+            except ValueError:
+                continue
+            return value, "bracket_scan"
+    return None, "none"
+
+
+def normalise(text: object) -> str:
+    """Casefolded, whitespace-collapsed text for lenient string comparison."""
+    return " ".join(str(text).casefold().split())

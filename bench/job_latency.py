@@ -48,7 +48,14 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def html_final_seen(html: str) -> bool:
+    return "run_completed" in html or "run_failed" in html
+
+
 def main() -> None:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=20)
     args = parser.parse_args()
@@ -117,7 +124,8 @@ def main() -> None:
                 "tasks": ["speed-p128-short", "speed-p128-medium"], "trials": 1,
                 "max_tokens": 16, "pool": "cpu.bench"}).json()["id"]
             seen: set[int] = set()
-            while True:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
                 html = http.get(f"/lab/jobs/{job_id}/", headers={"HX-Request": "true"}).text
                 now = datetime.now(UTC)
                 for event in JobEvent.objects.filter(job_id=job_id, kind="task_completed"):
@@ -125,7 +133,8 @@ def main() -> None:
                         seen.add(event.id)
                         visible_ms.append((now - event.created_at).total_seconds() * 1000)
                 job = BenchmarkJob.objects.get(pk=job_id)
-                if job.is_final and len(seen) == job.completed_tasks:
+                # A final page shows at most the newest events; stop once nothing can change.
+                if job.is_final and (len(seen) == job.completed_tasks or html_final_seen(html)):
                     break
                 time.sleep(0.02)
             assert job.status == "succeeded", job.error

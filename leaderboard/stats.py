@@ -11,17 +11,13 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from worker.engine.stats import betainc, percentile
+
 ALPHA = 0.05
 
 
-def quantile(sorted_values: Sequence[float], fraction: float) -> float:
-    """Linear interpolation at position (n - 1) · fraction, like runs.stats.percentile."""
-    if not sorted_values:
-        raise ValueError("quantile of no values")
-    position = (len(sorted_values) - 1) * fraction
-    lower = math.floor(position)
-    upper = min(lower + 1, len(sorted_values) - 1)
-    return sorted_values[lower] + (sorted_values[upper] - sorted_values[lower]) * (position - lower)
+# One implementation of percentiles and the t distribution, shared with the engine and CLI.
+quantile = percentile
 
 
 @dataclass(frozen=True)
@@ -57,46 +53,11 @@ def box(values: Iterable[float | None]) -> Box | None:
     )
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (Lentz's method)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        even = m * (b - m) * x / ((qam + m2) * (a + m2))
-        odd = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        for coefficient in (even, odd):
-            d = 1.0 + coefficient * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + coefficient / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1.0) < 1e-12:
-            break
-    return result
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
 def two_sided_p(t: float, df: float) -> float:
     """P(|T| >= |t|) for Student's t with df degrees of freedom."""
     if math.isinf(t):
         return 0.0
-    return _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
 @dataclass(frozen=True)

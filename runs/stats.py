@@ -5,16 +5,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
+from worker.engine.stats import percentile
 
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Linear interpolation between closest ranks, at position (n - 1) * fraction."""
-    if not sorted_values:
-        raise ValueError("percentile of no values")
-    position = (len(sorted_values) - 1) * fraction
-    lower = int(position)
-    upper = min(lower + 1, len(sorted_values) - 1)
-    weight = position - lower
-    return sorted_values[lower] * (1 - weight) + sorted_values[upper] * weight
+__all__ = ["percentile", "summarise"]
 
 
 def summarise(values: Iterable[float | None], *, lower_is_better: bool = False) -> dict:

@@ -11,8 +11,10 @@ from worker.models import JobEvent
 from worker.tests.lab import approve, finished, queue_over_http, smollm_gguf, start_worker, wait_for
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
-TASK = ["task_started", "trial_completed", "task_completed"]
-EVENT_ORDER = ["run_started", "suite_started", *TASK, *TASK, "suite_completed", "run_completed"]
+SMOKE_SAMPLE = ["speed-p128-short", "tc-01", "rm-01"]
+MILESTONES = {"run_started", "suite_started", "task_completed", "suite_completed", "run_completed"}
+SUITE = ["suite_started", "task_completed", "suite_completed"]
+SMOKE_ORDER = ["run_started", *SUITE, *SUITE, *SUITE, "run_completed"]
 
 
 def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
@@ -21,21 +23,33 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
     worker = start_worker(tmp_path, "lab-a", ["cpu.test"], servers=[llm_url])
     try:
         host = approve("lab-a")
-        job_id = queue_over_http(alice_key, endpoint_url=llm_url, model=llm_model)
-        job = wait_for(lambda: finished(job_id), 240, "the job to finish")
+        # The smoke profile, one task from each of its suites (the whole profile takes ~15 min
+        # of CPU for SmolLM2 here; `benchloop run --profile smoke` covers all 39 tasks).
+        job_id = queue_over_http(
+            alice_key,
+            endpoint_url=llm_url,
+            model=llm_model,
+            suites=[],
+            profile="smoke",
+            tasks=SMOKE_SAMPLE,
+            max_tokens=48,
+        )
+        job = wait_for(lambda: finished(job_id), 300, "the job to finish")
         assert job.status == "succeeded", (job.error, worker.log()[-3000:])
     finally:
         worker.stop()
-    kinds = list(
-        JobEvent.objects.filter(job_id=job_id, attempt=1)
-        .order_by("seq")
-        .values_list("kind", flat=True)
-    )
-    assert kinds == EVENT_ORDER
+    events = list(JobEvent.objects.filter(job_id=job_id, attempt=1).order_by("seq"))
+    milestones = [e.kind for e in events if e.kind in MILESTONES]
+    assert milestones == SMOKE_ORDER
+    assert [e.payload["suite"] for e in events if e.kind == "suite_started"] == [
+        "speed",
+        "toolcall",
+        "reasonmath",
+    ]
     seqs = list(JobEvent.objects.filter(job_id=job_id).values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
     assert job.host == host and job.attempts == 1
-    assert (job.completed_tasks, job.total_tasks) == (2, 2)
+    assert (job.completed_tasks, job.total_tasks) == (3, 3)
     run = Run.objects.get(pk=job.run_id)
     assert run.is_verified and run.published
     assert run.submission.channel == "lab" and run.submission.status == "approved"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 from django.conf import settings
@@ -17,6 +16,7 @@ from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from runs.importers import FormatError, UnsupportedVersion
+from runs.importers.records import load_json
 from runs.importers.upgrade import SCHEMA_PATH, check_versions, schema_errors, upgrade
 from submissions import keys
 from submissions.errors import ApiError
@@ -48,42 +48,34 @@ class DeviceThrottle(AnonRateThrottle):
     scope = "device"
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed in JSON")
-
-
 def read_json_body(request: Request) -> dict:
     """The body as a JSON object, with every way it can be wrong mapped to a 4xx ApiError."""
     limit = settings.BENCHLOOP_MAX_UPLOAD_BYTES
+    too_large = ApiError(413, "payload_too_large", f"The body is larger than {limit} bytes.")
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
     if length > limit:
-        raise ApiError(413, "payload_too_large", f"The body is larger than {limit} bytes.")
+        raise too_large
     try:
         raw = request._request.body  # Django enforces DATA_UPLOAD_MAX_MEMORY_SIZE here
     except RequestDataTooBig:
-        raise ApiError(
-            413, "payload_too_large", f"The body is larger than {limit} bytes."
-        ) from None
+        raise too_large from None
     if len(raw) > limit:
-        raise ApiError(413, "payload_too_large", f"The body is larger than {limit} bytes.")
+        raise too_large
     content_type = request.META.get("CONTENT_TYPE", "").split(";")[0].strip()
     if content_type not in ("application/json", ""):
         raise ApiError(415, "unsupported_media_type", "Send the run as application/json.")
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        # The importers' strict reader: NaN and Infinity are refused, positions are reported.
+        data = load_json(raw.decode("utf-8"), position="line {line} column {column}")
     except UnicodeDecodeError:
         raise ApiError(400, "malformed_json", "The body is not UTF-8.") from None
-    except json.JSONDecodeError as exc:
-        raise ApiError(
-            400,
-            "malformed_json",
-            f"The body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.",
-        ) from None
-    except (ValueError, RecursionError) as exc:
+    except FormatError as exc:
         raise ApiError(400, "malformed_json", f"The body is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise ApiError(400, "malformed_json", "The body nests too deeply to parse.") from None
     if not isinstance(data, dict):
         raise ApiError(
             400,

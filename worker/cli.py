@@ -30,7 +30,8 @@ from worker.engine.compare import compare_bundles
 from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import EngineError, UsageError
 from worker.engine.hardware import detect_hardware
-from worker.engine.orchestrator import RunConfig, execute, prepare_run
+from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
+from worker.engine.orchestrator import DEFAULT_TRIALS, RunConfig, execute, prepare_run
 from worker.engine.suites import available_suites, load_profiles
 
 EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_SERVER = 0, 1, 2, 3, 4, 5
@@ -253,6 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         profile=args.profile,
         tasks=_csv_list(args.tasks),
         trials=args.trials,
+        harness=args.harness,
         scoring="local" if args.local else "remote" if args.remote else None,
         hardware_label=args.hardware,
         gpu=args.gpu,
@@ -312,6 +314,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             "available": not missing,
             "missing_suites": missing,
             "default": name == profiles["default"],
+            "speed_trials": p.get("speed_trials", DEFAULT_TRIALS),
         }
     data = {
         "version": __version__,
@@ -319,6 +322,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "servers": servers,
         "suites": suites,
         "profiles": profile_rows,
+        "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
     }
     if args.json:
         _print_json(data)
@@ -349,12 +353,20 @@ def cmd_info(args: argparse.Namespace) -> int:
         table.add_row(name, s["version"], str(s["task_count"]), s["description"])
     out.print(table)
     table = Table(title="Profiles")
-    for col in ("profile", "suites", "tasks", "status"):
+    for col in ("profile", "suites", "tasks", "speed trials", "status"):
         table.add_column(col)
     for name, p in profile_rows.items():
         status = "available" if p["available"] else "needs " + ", ".join(p["missing_suites"])
         label = name + (" (default)" if p["default"] else "")
-        table.add_row(label, ", ".join(p["suites"]), str(p["task_count"]), status)
+        table.add_row(
+            label, ", ".join(p["suites"]), str(p["task_count"]), str(p["speed_trials"]), status
+        )
+    out.print(table)
+    table = Table(title="Harnesses (--harness)")
+    for col in ("harness", "how tools are offered and read back"):
+        table.add_column(col)
+    for name, description in data["harnesses"].items():
+        table.add_row(name + (" (default)" if name == "raw" else ""), description)
     out.print(table)
     return EXIT_OK
 
@@ -527,7 +539,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suites", help="comma-separated suites (overrides the profile's list)")
     run.add_argument("--profile", help="profile name (see `benchloop info`)")
     run.add_argument("--tasks", help="comma-separated task ids or globs, e.g. 'speed-p128-*'")
-    run.add_argument("--trials", type=int, default=5, help="measured repeats per speed task (5)")
+    run.add_argument(
+        "--trials",
+        type=int,
+        help="measured repeats per speed task (default: the profile's; 5, smoke 3)",
+    )
+    run.add_argument(
+        "--harness",
+        choices=HARNESSES,
+        default="raw",
+        help="how tools are offered and calls read back (raw = native tool calls)",
+    )
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--local", action="store_true", help="force the local scoring curve")
     mode.add_argument("--remote", action="store_true", help="force the remote (cloud) curve")

@@ -4,6 +4,7 @@ import shlex
 
 from django import forms
 
+from worker.engine.harnesses import HARNESSES
 from worker.models import BenchmarkJob, NotificationSettings
 
 PROFILE_CHOICES = [("smoke", "smoke"), ("core", "core"), ("full", "full")]
@@ -49,6 +50,7 @@ class JobForm(forms.ModelForm):
         ]
         widgets = {
             "profile": forms.Select(choices=PROFILE_CHOICES),
+            "harness": forms.Select(choices=[(h, h) for h in HARNESSES]),
             "provider": forms.Select(
                 choices=[
                     ("auto", "auto-detect"),

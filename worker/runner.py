@@ -126,6 +126,7 @@ def _run_engine(
         profile=None if job.suites else (job.profile or None),
         tasks=list(job.tasks) or None,
         trials=job.trials,
+        harness=job.harness,
         max_tokens=job.max_tokens,
         api_key=api_key,
         home=home,

@@ -17,11 +17,17 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-from .providers.base import ChatRequest, ChatResponse, ToolCall
+from .providers.base import ChatRequest, ChatResponse, ChunkCallback, Provider, ToolCall
 
 HARNESS_VERSION = "v1"
 TAGS = {"hermes": "tool_call", "qwen": "function_call", "pi": "tool_call"}
 HARNESSES = ("raw", "hermes", "qwen", "pi")
+HARNESS_DESCRIPTIONS = {
+    "raw": "native OpenAI-style tools; calls read from the API's tool_calls",
+    "hermes": "tools in the system prompt; calls as <tool_call>{json}</tool_call>",
+    "qwen": "tools in the system prompt; calls as <function_call>{json}</function_call>",
+    "pi": "reasoning in <think>…</think> first, then Hermes-style <tool_call> tags",
+}
 
 _THINK_PROMPT = (
     "First think step by step inside <think> and </think>. After </think>, write only your answer."
@@ -48,6 +54,29 @@ def _tools_prompt(tools: list[dict], tag: str) -> str:
     )
 
 
+def _as_text_turns(messages: list[dict], tag: str) -> list[dict]:
+    """A native tool transcript rewritten in tags, for servers that were never sent ``tools``."""
+    out = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            calls = "".join(
+                f'<{tag}>{{"name": {json.dumps(c["function"]["name"])}, '
+                f'"arguments": {c["function"].get("arguments") or "{}"}}}</{tag}>'
+                for c in message["tool_calls"]
+            )
+            out.append({"role": "assistant", "content": (message.get("content") or "") + calls})
+        elif message.get("role") == "tool":
+            out.append(
+                {
+                    "role": "user",
+                    "content": f"<tool_response>{message.get('content', '')}</tool_response>",
+                }
+            )
+        else:
+            out.append(message)
+    return out
+
+
 def prepare(harness: str, request: ChatRequest) -> ChatRequest:
     """The request as this harness sends it."""
     if harness not in HARNESSES:
@@ -59,11 +88,12 @@ def prepare(harness: str, request: ChatRequest) -> ChatRequest:
         parts.append(_THINK_PROMPT)
     if request.tools:
         parts.append(_tools_prompt(request.tools, TAGS[harness]))
+    messages = _as_text_turns(list(request.messages), TAGS[harness])
     if not parts:
-        return request
+        return replace(request, messages=messages)
     system = [{"role": "system", "content": "\n\n".join(parts)}]
     # The task's own system prompt follows ours, so its instructions still apply.
-    return replace(request, messages=system + list(request.messages), tools=None, tool_choice=None)
+    return replace(request, messages=system + messages, tools=None, tool_choice=None)
 
 
 def _block_json(text: str) -> object:
@@ -150,3 +180,42 @@ def parse(harness: str, response: ChatResponse) -> Parsed:
     parsed = replace(response, content=content, reasoning=reasoning, tool_calls=calls)
     notes = [f"{malformed} malformed <{TAGS[harness]}> block(s) ignored"] if malformed else []
     return Parsed(parsed, malformed=malformed, reasoning_blocks=blocks_seen, notes=notes)
+
+
+class HarnessProvider:
+    """A provider seen through a harness: requests are prepared and responses parsed.
+
+    Quality suites talk to this; the speed suite keeps the bare provider, because a harness
+    prompt would change the calibrated prompt lengths it measures.
+    """
+
+    def __init__(self, provider: Provider, harness: str) -> None:
+        if harness not in HARNESSES:
+            raise ValueError(f"unknown harness {harness!r}; choose one of {', '.join(HARNESSES)}")
+        self.inner = provider
+        self.harness = harness
+        self.malformed = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def _read(self, response: ChatResponse) -> ChatResponse:
+        parsed = parse(self.harness, response)
+        self.malformed += parsed.malformed
+        return parsed.response
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        return self._read(self.inner.chat(prepare(self.harness, request)))
+
+    def chat_stream(
+        self, request: ChatRequest, on_chunk: ChunkCallback | None = None
+    ) -> ChatResponse:
+        return self._read(self.inner.chat_stream(prepare(self.harness, request), on_chunk))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def with_harness(provider: Provider, harness: str) -> Provider:
+    """``provider`` itself for ``raw``, else wrapped so the harness applies."""
+    return provider if harness == "raw" else HarnessProvider(provider, harness)  # type: ignore[return-value]

@@ -21,6 +21,7 @@ from .bundle import BUNDLE_SCHEMA_VERSION, new_run_id, write_bundle
 from .detect import EndpointInfo, describe_model, detect_endpoint, resolve_model
 from .errors import EngineError, UsageError
 from .hardware import detect_hardware, gpu_summary, machine_id
+from .harnesses import HARNESS_VERSION, HARNESSES, HarnessProvider, with_harness
 from .locality import Locality, classify
 from .metrics import measured_trials, speed_metrics_v3, speed_summary
 from .paths import benchloop_home
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 EventCallback = Callable[[dict], None]
 OLLAMA_SPEED_NUM_CTX = 4096
+DEFAULT_TRIALS = 5
 
 
 @dataclass
@@ -54,7 +56,9 @@ class RunConfig:
     suites: list[str] | None = None
     profile: str | None = None
     tasks: list[str] | None = None
-    trials: int = 5
+    # None: the profile's ``speed_trials`` (5 where it names none).
+    trials: int | None = None
+    harness: str = "raw"
     scoring: str | None = None
     hardware_label: str | None = None
     gpu: str | None = None
@@ -100,8 +104,6 @@ def _select_tasks(suite: Suite, patterns: list[str] | None, cap: int | None) -> 
 
 def prepare_run(config: RunConfig) -> PreparedRun:
     """Resolve suites and profile, probe the endpoint and check the model (raises EngineError)."""
-    if config.trials < 1 or config.trials > 50:
-        raise UsageError("--trials must be between 1 and 50")
     profiles = load_profiles()
     profile_name = config.profile or profiles["default"]
     if profile_name not in profiles["profiles"]:
@@ -110,6 +112,14 @@ def prepare_run(config: RunConfig) -> PreparedRun:
             hint=f"Profiles: {', '.join(profiles['profiles'])}.",
         )
     profile = profiles["profiles"][profile_name]
+    if config.trials is None:
+        config.trials = int(profile.get("speed_trials", DEFAULT_TRIALS))
+    if config.trials < 1 or config.trials > 50:
+        raise UsageError("--trials must be between 1 and 50")
+    if config.harness not in HARNESSES:
+        raise UsageError(
+            f"unknown harness {config.harness!r}", hint=f"Harnesses: {', '.join(HARNESSES)}."
+        )
     selected = list(config.suites) if config.suites else list(profile["suites"])
     installed = available_suites()
     missing = [name for name in selected if name not in installed]
@@ -225,8 +235,8 @@ def _skeleton(prep: PreparedRun, started: datetime) -> dict:
         },
         "launch": launch,
         "provider": provider_name,
-        "harness": "raw",
-        "harness_version": "v1",
+        "harness": prep.config.harness,
+        "harness_version": HARNESS_VERSION,
         "is_remote": not prep.locality.scoring_local,
         "scoring_mode": "local" if prep.locality.scoring_local else "remote",
         "scoring_reason": prep.locality.reason,
@@ -240,6 +250,7 @@ def _skeleton(prep: PreparedRun, started: datetime) -> dict:
         "speed_summary": speed_summary([]),
         "settings": {
             "trials": prep.config.trials,
+            "harness": prep.config.harness,
             "max_tokens_cap": prep.config.max_tokens,
             "timeout_s": prep.config.timeout,
             "selected_suites": selected,
@@ -337,9 +348,15 @@ def execute(
             tasks = prep.tasks[suite.name]
             if not tasks:
                 continue
+            # Speed measures the bare endpoint: a harness prompt would skew its calibrated lengths.
+            provider = (
+                prep.provider
+                if suite.name == "speed"
+                else with_harness(prep.provider, prep.config.harness)
+            )
             ctx = RunContext(
-                provider=prep.provider,
-                trials=prep.config.trials,
+                provider=provider,
+                trials=prep.config.trials or DEFAULT_TRIALS,
                 scoring_local=prep.locality.scoring_local,
                 max_tokens_cap=prep.config.max_tokens,
                 emit=emit,
@@ -375,6 +392,9 @@ def execute(
                     },
                 )
             suite_record = bundle["suites"][suite.name]
+            if isinstance(provider, HarnessProvider):
+                suite_record["metadata"]["harness_malformed_blocks"] = provider.malformed
+                write_bundle(bundle, path)
             emit(
                 "suite_completed",
                 {

@@ -6,7 +6,11 @@ Layers, each of which must fail on its own for harm to happen:
    ``eval``, ``exec``, ``open``, ``getattr``…) and private or dunder attribute access.
 2. The child runs ``python -I -S -B`` in an empty temp dir with a cleared environment, reduced
    builtins and a guarded ``__import__`` (the same safe list), so a policy gap still cannot
-   import ``os`` or ``socket``.
+   import ``os`` or ``socket``. Before the model's code runs, an audit hook (PEP 578, which
+   cannot be removed once added) refuses new imports outside the safe list, file access outside
+   the temp dir and the standard library, and the process, socket and ctypes events, so even an
+   object-graph escape (``().__class__.__base__.__subclasses__()`` back to ``os``) reaches
+   nothing it can use.
 3. POSIX rlimits on CPU, address space, file size, open files and processes, a wall-clock
    timeout that kills the whole process group, and, where the OS allows it, a fresh network
    namespace (``unshare -n``) with no interfaces but a down loopback. Run as root, the child also
@@ -207,6 +211,7 @@ def check_policy(code: str) -> list[str]:
 _WRAPPER = """\
 import builtins as _b
 import json as _json
+import os as _os
 import sys as _sys
 
 _write = _sys.stdout.write
@@ -214,9 +219,56 @@ _flush = _sys.stdout.flush
 _SAFE = frozenset({modules!r})
 _real_import = _b.__import__
 
+# Load the safe modules (and what they import lazily) now, so the audit hook below can refuse
+# every later import that is not a submodule of one of them.
+for _name in sorted(_SAFE) + ["collections.abc", "_strptime", "encodings.latin_1"]:
+    _real_import(_name)
+_STDLIB = tuple(
+    _os.path.realpath(p) + _os.sep
+    for p in {{_sys.prefix, _sys.base_prefix, _sys.exec_prefix, _os.path.dirname(_os.__file__)}}
+)
+_WORKDIR = _os.path.realpath(_os.getcwd()) + _os.sep
+_BLOCKED = (
+    "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.kill",
+    "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.symlink",
+    "os.link", "os.truncate", "os.putenv", "os.unsetenv", "os.chdir", "os.listdir",
+    "os.scandir", "os.startfile", "subprocess.", "_posixsubprocess.", "socket.", "ctypes.",
+    "shutil.", "sys._getframe", "sys.settrace", "sys.setprofile", "pty.", "fcntl.", "mmap.",
+    "resource.", "signal.", "gc.", "urllib.", "http.", "ftplib.", "smtplib.",
+    "webbrowser.", "glob.", "pathlib.", "tempfile.", "code.", "cpython.remote",
+)
+
+
+def _audit(event, args):
+    # The runtime layer that holds when the AST policy has a gap: the C implementations of
+    # os.system, fork, exec, socket, open and import all raise these events first.
+    if event == "import":
+        top = args[0].partition(".")[0]
+        if top not in _SAFE and top != "encodings":
+            raise ImportError("sandbox: import of %r blocked" % (args[0],))
+    elif event == "open":
+        path, mode, flags = args
+        if isinstance(path, int):
+            return
+        real = _os.path.realpath(path if isinstance(path, str) else _os.fsdecode(path))
+        if mode is None:  # os.open: only flags
+            writes = bool(flags & (_os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC))
+        else:
+            writes = any(c in mode for c in "wax+")
+        inside = real.startswith(_WORKDIR)
+        if writes and not inside or not writes and not (inside or real.startswith(_STDLIB)):
+            raise PermissionError("sandbox: open(%r) blocked" % (path,))
+    elif event.startswith(_BLOCKED):
+        raise PermissionError("sandbox: %s blocked" % event)
+
+
+_sys.addaudithook(_audit)
+del _name
+
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-    if level or name.split(".")[0] not in _SAFE:
+    # C modules import their helpers through the caller's builtins: datetime needs _strptime.
+    if level or name.split(".")[0] not in _SAFE and name != "_strptime":
         raise ImportError("import of %r is not allowed in the sandbox" % (name,))
     return _real_import(name, globals, locals, fromlist, level)
 

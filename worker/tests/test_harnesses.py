@@ -145,3 +145,76 @@ def test_empty_response():
     for harness in HARNESSES:
         parsed = parse(harness, ChatResponse(content=""))
         assert parsed.response.content == "" and parsed.response.tool_calls == []
+
+
+def test_a_native_tool_transcript_is_rewritten_in_the_harness_tags():
+    request = ChatRequest(
+        messages=[
+            {"role": "user", "content": "Weather in Oslo?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_0", "content": '{"temp_c": 4}'},
+        ],
+        tools=TOOLS,
+    )
+    sent = prepare("qwen", request)
+    assert sent.tools is None
+    assert sent.messages[1] == {"role": "user", "content": "Weather in Oslo?"}
+    assert sent.messages[2] == {
+        "role": "assistant",
+        "content": '<function_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+        "</function_call>",
+    }
+    assert sent.messages[3] == {
+        "role": "user",
+        "content": '<tool_response>{"temp_c": 4}</tool_response>',
+    }
+
+
+def test_an_unknown_harness_is_a_usage_error_before_any_request():
+    from worker.engine.errors import UsageError
+    from worker.engine.orchestrator import RunConfig, prepare_run
+
+    # Port 9 (discard) is never contacted: the harness is checked first.
+    with pytest.raises(UsageError, match="unknown harness 'aider'"):
+        prepare_run(RunConfig(url="http://127.0.0.1:9", harness="aider", suites=["toolcall"]))
+
+
+@pytest.mark.llm
+def test_a_run_with_a_harness_against_the_real_server(llm_url, bench_home):
+    """The harness is chosen per run, reaches the bundle and leaves speed untouched."""
+    from worker.engine.bundle import validation_errors
+    from worker.engine.orchestrator import RunConfig, run_benchmark
+
+    config = RunConfig(
+        url=llm_url,
+        suites=["speed", "toolcall"],
+        tasks=["tc-01", "speed-p128-short"],
+        trials=1,
+        harness="hermes",
+        max_tokens=48,
+        home=bench_home,
+    )
+    bundle = run_benchmark(config).bundle
+    assert validation_errors(bundle) == []
+    assert bundle["status"] == "complete"
+    assert (bundle["harness"], bundle["harness_version"]) == ("hermes", "v1")
+    assert bundle["settings"]["harness"] == "hermes"
+    toolcall = bundle["suites"]["toolcall"]
+    assert toolcall["task_count"] == 1
+    assert all(t["execution_ok"] for t in toolcall["tasks"])
+    assert isinstance(toolcall["metadata"]["harness_malformed_blocks"], int)
+    # The harness never reaches the speed suite: no system prompt was added to its prompt.
+    speed = bundle["suites"]["speed"]
+    assert "harness_malformed_blocks" not in speed["metadata"]
+    trial = speed["tasks"][0]["metadata"]["trials"][0]
+    assert abs(trial["prompt_tokens_deviation"]) < 0.1

@@ -198,3 +198,47 @@ def test_frame_walking_escape_is_rejected():
     code = "def g():\n    yield 1\nit = g()\nnext(it)\nprint(it.gi_frame.f_back.f_globals)\n"
     result = run_python(code, limits=FAST)
     assert result.status == "policy_rejected"
+
+
+# The classic escape the AST policy exists to stop: from any object back to the ``os`` module
+# through ``object.__subclasses__()``. Run without the policy, the audit hook must still refuse.
+ESCAPE = (
+    "g = [c for c in ().__class__.__base__.__subclasses__()"
+    " if c.__name__ == '_wrap_close'][0].__init__.__globals__\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("action", "blocked"),
+    [
+        ("g['system']('touch {marker}')", "os.system blocked"),
+        ("g['fork']()", "os.fork blocked"),
+        ("g['execv']('/bin/sh', ['sh', '-c', 'touch {marker}'])", "os.exec blocked"),
+        ("print(g['open']('/etc/passwd', 0))", "open('/etc/passwd') blocked"),
+        ("g['open']('{marker}', g['O_WRONLY'] | g['O_CREAT'])", "blocked"),
+        # importlib's pure-Python path loads socket.py; its C half is where the hook says no.
+        ("g['sys'].modules['importlib'].import_module('socket')", "import of '_socket' blocked"),
+    ],
+)
+def test_object_graph_escape_is_stopped_at_runtime(tmp_path, action, blocked):
+    marker = tmp_path / "escaped"
+    tmp_path.chmod(0o777)  # so only the sandbox, not file permissions, stops a write as nobody
+    code = ESCAPE + action.format(marker=marker) + "\n"
+    assert run_python(code, limits=FAST).status == "policy_rejected"
+    runtime = run_python(code, limits=FAST, enforce_policy=False)
+    assert runtime.status == "error"
+    assert "sandbox: " in runtime.stderr and blocked in runtime.stderr
+    assert "root:" not in runtime.stdout
+    assert not marker.exists()
+
+
+def test_ordinary_standard_library_use_passes_the_audit_hook():
+    code = (
+        "import datetime, random, statistics\n"
+        "print(statistics.median([3, 1, 2]))\n"
+        "print(datetime.datetime.strptime('2024-02-29', '%Y-%m-%d').day)\n"
+        "print('é'.encode('cp1252'), random.Random(3).randint(1, 9))\n"
+    )
+    result = run_python(code, limits=FAST)
+    assert result.status == "ok", result.stderr
+    assert result.stdout == "2\n29\nb'\\xe9' 4\n"

@@ -1,0 +1,53 @@
+"""`benchloop info`: every suite with its task count, the profiles with totals, the harnesses."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+
+from worker.cli import main
+
+SUITE_COUNTS = {
+    "speed": 9,
+    "toolcall": 15,
+    "coding": 12,
+    "dataextract": 15,
+    "instructfollow": 15,
+    "reasonmath": 15,
+    "longcontext": 4,
+    "agent": 8,
+    "loop_code_fix": 12,
+    "loop_schema": 12,
+}
+
+
+def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
+    assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {name: s["task_count"] for name, s in info["suites"].items()} == SUITE_COUNTS
+    totals = {name: p["task_count"] for name, p in info["profiles"].items()}
+    assert totals == {"speed": 9, "smoke": 39, "core": 81, "full": 117}
+    assert all(p["available"] for p in info["profiles"].values())
+    assert {name: p["speed_trials"] for name, p in info["profiles"].items()} == {
+        "speed": 5,
+        "smoke": 3,
+        "core": 5,
+        "full": 5,
+    }
+    assert list(info["harnesses"]) == ["raw", "hermes", "qwen", "pi"]
+    assert "<function_call>" in info["harnesses"]["qwen"]
+
+
+def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
+    # Wide enough that no table cell wraps (capture is not a terminal, so Rich assumes 80).
+    monkeypatch.setattr("worker.cli.out", Console(width=220, highlight=False))
+    assert main(["info"]) == 0
+    text = capsys.readouterr().out
+    for name, count in SUITE_COUNTS.items():
+        assert any(name in line and f" {count} " in line for line in text.splitlines()), name
+    for profile, total in (("smoke", "39"), ("core", "81"), ("full", "117")):
+        assert any(profile in line and total in line for line in text.splitlines()), profile
+    assert "Harnesses (--harness)" in text
+    for harness in ("raw (default)", "hermes", "qwen", "pi"):
+        assert harness in text

@@ -295,6 +295,9 @@ BENCHLOOP_FIXTURES_DIR = Path(
 # Lab jobs: how often a running job reports in, and after how much silence it is presumed lost.
 BENCHLOOP_JOB_HEARTBEAT_SECONDS = env_int("BENCHLOOP_JOB_HEARTBEAT_SECONDS", 5)
 BENCHLOOP_JOB_STALE_SECONDS = env_int("BENCHLOOP_JOB_STALE_SECONDS", 60)
+# Webhooks go only to public addresses in production (no SSRF into the lab's own network);
+# development and the tests post to receivers on loopback.
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool("BENCHLOOP_WEBHOOK_ALLOW_PRIVATE", DEBUG)
 
 CELERY_BEAT_SCHEDULE = {
     "every-hour-refresh-stale-stack-stats": {

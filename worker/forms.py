@@ -108,3 +108,12 @@ class NotificationForm(forms.ModelForm):
     class Meta:
         model = NotificationSettings
         fields = ["email_on_finish", "webhook_url"]
+
+    def clean_webhook_url(self) -> str:
+        from worker.notifications import webhook_address_problem
+
+        url = self.cleaned_data.get("webhook_url") or ""
+        problem = webhook_address_problem(url) if url else None
+        if problem:
+            raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
+        return url

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
+import socket
 import time
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -103,6 +106,29 @@ def _email_text(job: BenchmarkJob) -> str:
     return "\n".join(lines)
 
 
+def webhook_address_problem(url: str) -> str | None:
+    """Why ``url`` may not receive webhooks, or None when it may.
+
+    Every address the host resolves to must be public: a webhook must not become a way to make
+    the site's workers call the lab network, the cloud metadata service or loopback.
+    """
+    if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "a webhook needs an http or https URL with a host name"
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, ValueError):
+        return "the webhook host name does not resolve"
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if not address.is_global:
+            return "the webhook host resolves to a private, loopback or reserved address"
+    return None
+
+
 def deliver(delivery_id: int) -> str:
     delivery = WebhookDelivery.objects.select_related("job__requested_by").get(pk=delivery_id)
     if delivery.delivered_at:
@@ -115,6 +141,11 @@ def deliver(delivery_id: int) -> str:
         "User-Agent": "BenchLoop-Webhook/1",
     }
     WebhookDelivery.objects.filter(pk=delivery_id).update(attempts=delivery.attempts + 1)
+    # Checked again at delivery: DNS may have changed since the URL was saved.
+    problem = webhook_address_problem(delivery.url)
+    if problem:
+        WebhookDelivery.objects.filter(pk=delivery_id).update(last_error=f"refused: {problem}")
+        return "refused"
     try:
         response = httpx.post(delivery.url, content=body, headers=headers, timeout=10)
     except httpx.HTTPError as exc:

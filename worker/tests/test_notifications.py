@@ -132,3 +132,57 @@ def test_the_email_names_the_job_and_its_result(operator, settings) -> None:
     assert message.to == ["alice@example.org"]
     assert message.subject == f"BenchLoop job {job.pk} failed: qwen3:8b"
     assert "Reason: unknown model" in message.body
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000/hook",
+        "http://localhost/hook",
+        "http://169.254.169.254/latest/meta-data/",  # cloud metadata service
+        "http://10.0.0.5/hook",
+        "http://[::1]/hook",
+        "https://192.168.1.1/hook",
+        "ftp://example.org/hook",
+    ],
+)
+def test_webhooks_to_private_addresses_are_refused_in_production(url, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    assert notifications.webhook_address_problem(url)
+
+
+def test_a_public_address_is_allowed(settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    # A literal public address needs no DNS (nothing here can reach a resolver).
+    assert notifications.webhook_address_problem("https://93.184.215.14/hook") is None
+
+
+@pytest.mark.django_db
+def test_the_settings_form_and_the_delivery_both_refuse_a_private_receiver(
+    operator, alice_client, settings
+):
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    receiver = Receiver()
+    try:
+        response = alice_client.post(
+            "/lab/notifications/", {"email_on_finish": "on", "webhook_url": receiver.url}
+        )
+        assert response.status_code == 200
+        assert "private, loopback or reserved address" in response.content.decode()
+        assert not NotificationSettings.objects.filter(user=operator, webhook_url=receiver.url)
+        # A URL saved earlier (or whose DNS changed since) is checked again at delivery.
+        NotificationSettings.objects.update_or_create(
+            user=operator, defaults={"webhook_url": receiver.url}
+        )
+        job = services.queue_job(
+            requested_by=operator, model="m", endpoint_url="http://127.0.0.1:9", pool="x.y"
+        )
+        delivery = WebhookDelivery.objects.create(
+            job=job, url=receiver.url, payload=notifications.job_payload(job)
+        )
+        assert notifications.deliver(delivery.pk) == "refused"
+        delivery.refresh_from_db()
+        assert delivery.last_error.startswith("refused: ") and delivery.delivered_at is None
+        assert receiver.requests == []
+    finally:
+        receiver.close()

@@ -102,7 +102,8 @@ def from_legacy(doc: dict, *, folder: str = "") -> dict:
         "benchmark_profile": doc.get("benchmark_profile") or "legacy",
         "requested_profile": doc.get("requested_profile") or "legacy",
         "manifest_hash": doc.get("manifest_hash") or "",
-        "score_schema_version": doc.get("score_schema_version") or "legacy",
+        # Pre-0.3 runs carry no score schema: theirs is the v2 scale ("2.0.0" on the site too).
+        "score_schema_version": doc.get("score_schema_version") or "2.0.0",
         "coverage_score": float(doc.get("coverage_score") or 0.0),
         "comparable": bool(doc.get("comparable", False)),
         "run_id": run_id,

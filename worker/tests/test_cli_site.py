@@ -1,4 +1,8 @@
-"""`submit` and `login` against a real local HTTP server speaking the site's device/upload API."""
+"""`submit` and `login` in-process against the real site (pytest-django's live_server).
+
+submissions/tests/test_cli_against_site.py drives the whole CLI in subprocesses (login, run,
+submit); this file covers the edges: answer codes, idempotency, exit codes, expiry, slow_down.
+"""
 
 from __future__ import annotations
 
@@ -6,174 +10,200 @@ import json
 import shutil
 import stat
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
+from django.db.models import F
+from django.utils import timezone
 
+from runs.models import Run
+from submissions import keys, services
+from submissions.models import ApiKey, Channel, DeviceAuthorization, Submission
 from worker.cli import main
-from worker.engine.site import DeviceGrant, device_poll
+from worker.engine.bundle import load_bundle, upload_view
+from worker.engine.site import api_key_for, device_poll, device_start, site_url
 from worker.engine.testing.xllama_launcher import free_port
 
 from .test_engine_bundle import FIXTURES, needs_fixtures
 
-KEY = "bl_test_0123456789"
+pytestmark = pytest.mark.django_db(transaction=True)
 
-
-class SiteState:
-    def __init__(self) -> None:
-        self.runs: dict[str, dict] = {}
-        self.requests: list[tuple[str, dict, dict]] = []
-        self.token_replies: list[tuple[int, dict]] = []
-
-
-def _handler(state: SiteState):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:  # keep test output quiet
-            pass
-
-        def _reply(self, code: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
-            state.requests.append((self.path, dict(self.headers), body))
-            if self.path == "/api/v1/runs":
-                if self.headers.get("Authorization") != f"Bearer {KEY}":
-                    return self._reply(401, {"error": "invalid API key"})
-                run_id = body["client_run_id"]
-                known = run_id in state.runs
-                state.runs[run_id] = body
-                return self._reply(200 if known else 201, {"url": f"/runs/{run_id}"})
-            if self.path == "/api/v1/device/start":
-                port = self.server.server_address[1]
-                return self._reply(
-                    200,
-                    {
-                        "device_code": "dev-123",
-                        "user_code": "WXYZ-1234",
-                        "verification_uri": f"http://127.0.0.1:{port}/device",
-                        "interval": 0.1,
-                        "expires_in": 30,
-                    },
-                )
-            if self.path == "/api/v1/device/token":
-                code, reply = state.token_replies.pop(0)
-                return self._reply(code, reply)
-            return self._reply(404, {"error": "not found"})
-
-    return Handler
+PENDING = DeviceAuthorization.State.PENDING
 
 
 @pytest.fixture
-def site():
-    state = SiteState()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+def fast_polls(monkeypatch) -> None:
+    """The site tells the CLI to poll every 5 s; 1 s keeps a real-time login short. The site
+    runs in this process (live_server), so its own interval check uses the same value."""
+    monkeypatch.setattr(services, "DEVICE_POLL_INTERVAL", 1)
+
+
+def _sent_body_is(view: dict) -> Submission:
+    """The one stored submission, checked to be exactly `view`: the site hashes the body it
+    received (ids aside), so leak checks on `view` hold for what went over the wire."""
+    submission = Submission.objects.get()
+    assert submission.content_hash == services.content_hash(view)
+    return submission
+
+
+def _after_first_poll(action: Callable[[DeviceAuthorization], None]) -> threading.Thread:
+    """In a thread: once the site has answered the CLI's code with authorization_pending, run
+    `action` on it (the user approves, or the code runs out)."""
+
+    def work() -> None:
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                auth = DeviceAuthorization.objects.filter(
+                    state=PENDING, last_polled_at__isnull=False
+                ).first()
+                if auth:
+                    action(auth)
+                    break
+                time.sleep(0.05)
+        finally:
+            # Whatever happened, end a login still pending so the CLI never waits out the
+            # code's ten minutes.
+            DeviceAuthorization.objects.filter(state=PENDING).update(expires_at=timezone.now())
+            connection.close()
+
+    thread = threading.Thread(target=work, daemon=True)
     thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    return thread
 
 
 @pytest.mark.llm
-def test_submit_sends_the_upload_view_and_is_idempotent(llm_url, bench_home, site, capsys):
-    assert (
-        main(
-            [
-                "run",
-                "--url",
-                llm_url,
-                "--tasks",
-                "speed-p128-short",
-                "--trials",
-                "1",
-                "--max-tokens",
-                "8",
-                "--json",
-            ]
-        )
-        == 0
-    )
+def test_submit_sends_the_upload_view_and_is_idempotent(
+    live_server, alice, alice_key, llm_url, bench_home, capsys
+):
+    """A real run is stored once (201, then 200 for the resend) and nothing private is sent."""
+    run_args = ["run", "--url", llm_url, "--tasks", "speed-p128-short", "--trials", "1"]
+    assert main([*run_args, "--max-tokens", "8", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
-    args = ["submit", "--site", site.url, "--json"]
+    args = ["submit", "--site", live_server.url, "--json"]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("BENCHLOOP_API_KEY", KEY)
+        mp.setenv("BENCHLOOP_API_KEY", alice_key)
         assert main(args) == 0
         first = json.loads(capsys.readouterr().out)
         assert main([*args[:1], run["run_id"], *args[1:]]) == 0
         second = json.loads(capsys.readouterr().out)
     assert first["created"] is True and first["status_code"] == 201
     assert second["created"] is False and second["status_code"] == 200
-    posts = [r for r in site.requests if r[0] == "/api/v1/runs"]
-    assert len(posts) == 2
-    (path, headers, body), (_, _, body_again) = posts
-    assert body["client_run_id"] == body_again["client_run_id"] == run["client_run_id"]
-    assert headers["Idempotency-Key"] == run["client_run_id"]
-    text = json.dumps(body)
-    assert llm_url not in text and llm_url.split("//")[1] not in text and KEY not in text
-    assert "endpoint" not in body["machine"]
-    assert body["suites"]["speed"]["tasks"][0]["metadata"]["trials"][0]["timings"]["chunk_ms"]
+    assert first["url"] == second["url"]
+
+    view = upload_view(load_bundle(Path(run["path"])), secrets=[alice_key])
+    submission = _sent_body_is(view)
+    assert submission.submitter == alice and submission.channel == Channel.API_KEY
+    assert submission.client_run_id == run["client_run_id"]
+    assert first["url"] == f"/runs/{submission.run_id}/"
+    text = json.dumps(view)
+    assert llm_url not in text and llm_url.split("//")[1] not in text and alice_key not in text
+    assert "endpoint" not in view["machine"]
+    # Per-chunk timings reach the site, so it can recompute speed from the samples.
+    stored = Run.objects.get().raw_payload
+    assert stored["suites"]["speed"]["tasks"][0]["metadata"]["trials"][0]["timings"]["chunk_ms"]
     record = json.loads((Path(run["path"]).parent / "submission.json").read_text())
-    assert record["client_run_id"] == run["client_run_id"]
+    assert record["client_run_id"] == run["client_run_id"] and record["status_code"] == 200
 
 
 @needs_fixtures
-def test_submit_without_a_key_or_site_fails_with_clear_exit_codes(bench_home, site, capsys):
-    target = bench_home / "runs" / "20260512-125752-qwen3-8b-local-ollama"
+@pytest.mark.parametrize(
+    "fixture",
+    ["v3-full-local/run.json", "v2-0.2.3-local/run.json"],
+)
+def test_submit_without_a_key_or_site_fails_with_clear_exit_codes(
+    live_server, alice_key, bench_home, fixture, capsys
+):
+    """Usage (2), auth (4) and connection (3) failures; then an older CLI's run uploads cleanly."""
+    target = bench_home / "runs" / Path(fixture).parent.name
     target.mkdir(parents=True)
-    shutil.copy(FIXTURES / "generated/v2-0.2.3-local/run.json", target / "run.json")
+    shutil.copy(FIXTURES / "generated" / fixture, target / "run.json")
     assert main(["submit"]) == 2  # no site anywhere
-    assert main(["submit", "--site", site.url]) == 4  # no key
+    assert main(["submit", "--site", live_server.url]) == 4  # no key
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BENCHLOOP_API_KEY", "bl_wrong")
-        assert main(["submit", "--site", site.url]) == 4  # key refused (401)
+        assert main(["submit", "--site", live_server.url]) == 4  # the site answers 401
+        assert not Submission.objects.exists()
         assert main(["submit", "--site", f"http://127.0.0.1:{free_port()}"]) == 3
-        mp.setenv("BENCHLOOP_API_KEY", KEY)
-        assert main(["submit", "--site", site.url, "--json"]) == 0
-    body = site.runs[next(iter(site.runs))]
-    assert "machine_id" not in body["machine"]  # legacy MAC-derived id is not sent
-    assert "localhost:11434" not in json.dumps(body)
+        mp.setenv("BENCHLOOP_API_KEY", alice_key)
+        assert main(["submit", "--site", live_server.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status_code"] == 201
+    view = upload_view(load_bundle(target / "run.json"), secrets=[alice_key])
+    _sent_body_is(view)
+    assert "machine_id" not in view["machine"]  # the file's MAC-derived id is not sent
+    assert "localhost:11434" not in json.dumps(view)
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_login_polls_until_approved_and_saves_the_key_privately(bench_home, site, capsys):
-    site.token_replies = [(428, {"error": "authorization_pending"}), (200, {"api_key": KEY})]
-    assert main(["login", "--site", site.url, "--json"]) == 0
+def test_login_polls_until_approved_and_saves_the_key_privately(
+    live_server, alice, alice_client, bench_home, fast_polls, capsys
+):
+    """The CLI keeps polling through authorization_pending until alice approves on /device/."""
+    pages: list[str] = []
+
+    def approve(auth: DeviceAuthorization) -> None:
+        pages.append(alice_client.post("/device/", {"code": auth.user_code}).content.decode())
+
+    approver = _after_first_poll(approve)
+    assert main(["login", "--site", live_server.url, "--json"]) == 0
+    approver.join(timeout=10)
+    assert pages and "Approved" in pages[0]
     out = json.loads(capsys.readouterr().out)
     creds = Path(out["credentials"])
     assert stat.S_IMODE(creds.stat().st_mode) == 0o600
-    assert json.loads(creds.read_text())["api_key"] == KEY
-    polls = [r for r in site.requests if r[0] == "/api/v1/device/token"]
-    assert [p[2] for p in polls] == [{"device_code": "dev-123"}] * 2
+    saved = json.loads(creds.read_text())["api_key"]
+    auth = DeviceAuthorization.objects.get()
+    assert auth.state == DeviceAuthorization.State.CONSUMED
+    # The saved key is the one the site issued to alice, and it was issued once.
+    assert auth.api_key == ApiKey.objects.get(user=alice)
+    assert auth.api_key.hashed_key == keys.keyed_hash(saved, purpose="api-key")
     # The saved login now supplies both the site and the key.
-    from worker.engine.site import api_key_for, site_url
-
-    assert site_url(None) == site.url
-    assert api_key_for(site.url) == KEY
+    assert site_url(None) == live_server.url
+    assert api_key_for(live_server.url) == saved
 
 
-def test_login_reports_an_expired_code(bench_home, site, capsys):
-    site.token_replies = [(400, {"error": "expired_token"})]
-    assert main(["login", "--site", site.url]) == 4
-    assert "expired_token" in capsys.readouterr().err
+def test_login_reports_an_expired_code(live_server, bench_home, fast_polls, capsys):
+    """A code that runs out while pending ends the login with exit 4 and saves nothing."""
+
+    def expire(auth: DeviceAuthorization) -> None:
+        DeviceAuthorization.objects.filter(pk=auth.pk).update(
+            expires_at=timezone.now() - timedelta(seconds=1)
+        )
+
+    expirer = _after_first_poll(expire)
+    assert main(["login", "--site", live_server.url]) == 4
+    expirer.join(timeout=10)
+    assert "expired" in capsys.readouterr().err
     assert not (bench_home / "credentials.json").exists()
+    assert not ApiKey.objects.exists()
 
 
-def test_slow_down_lengthens_the_polling_interval(site):
-    site.token_replies = [
-        (429, {"error": "slow_down"}),
-        (428, {"error": "authorization_pending"}),
-        (200, {"api_key": KEY}),
-    ]
+def test_slow_down_lengthens_the_polling_interval(live_server, alice):
+    """After the site's slow_down the CLI waits 5 s longer, which the site then accepts."""
+    grant = device_start(live_server.url)
+    assert grant.interval == services.DEVICE_POLL_INTERVAL
+    auth = DeviceAuthorization.objects.get()
     waits: list[float] = []
-    grant = DeviceGrant("dev-123", "WXYZ-1234", site.url + "/device", 1.0, 60.0)
-    assert device_poll(site.url, grant, sleep=waits.append) == KEY
-    assert waits == [1.0, 6.0, 6.0]
+
+    def sleep(seconds: float) -> None:
+        # Time passes for the site's record only, so the test runs in no real time; the
+        # second wait is cut short to make the CLI poll too early.
+        waits.append(seconds)
+        if len(waits) != 2:
+            DeviceAuthorization.objects.filter(pk=auth.pk, last_polled_at__isnull=False).update(
+                last_polled_at=F("last_polled_at") - timedelta(seconds=seconds)
+            )
+        if len(waits) == 4:
+            assert services.approve_device_authorization(user_code=grant.user_code, user=alice)
+
+    key = device_poll(live_server.url, grant, sleep=sleep)
+    # pending, slow_down, pending at the longer interval, then the key.
+    assert waits == [5, 5, 10, 10]
+    auth.refresh_from_db()
+    assert auth.interval == 10  # the site's new interval is the one the CLI adopted
+    assert auth.api_key.user == alice
+    assert auth.api_key.hashed_key == keys.keyed_hash(key, purpose="api-key")

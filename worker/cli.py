@@ -28,7 +28,7 @@ from worker.engine import __version__
 from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
 from worker.engine.compare import compare_bundles
 from worker.engine.detect import COMMON_PORTS, scan_local
-from worker.engine.errors import EngineError, UsageError
+from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
 from worker.engine.orchestrator import DEFAULT_TRIALS, RunConfig, execute, prepare_run
@@ -601,6 +601,10 @@ def main(argv: list[str] | None = None) -> int:
         if exc.hint:
             err.print(f"[dim]hint:[/] {escape(exc.hint)}")
         return code
+    except BundleWriteError as exc:
+        err.print(f"[red]error:[/] {escape(exc.message)}")
+        err.print(f"[dim]hint:[/] {escape(exc.hint)}")
+        return EXIT_RUN
     except OSError as exc:
         # Disk full, permission denied, unreadable file: say so plainly, without a traceback.
         err.print(f"[red]error:[/] {escape(str(exc))}")

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import jsonschema
 
-from .errors import UsageError
+from .errors import BundleWriteError, UsageError
 from .paths import runs_dir
 
 BUNDLE_SCHEMA_VERSION = "1.0"
@@ -43,9 +43,16 @@ def bundle_path(run_id: str, home_runs: Path | None = None) -> Path:
 
 
 def write_bundle(bundle: dict, path: Path) -> Path:
-    """Write atomically: temp file in the same folder, fsync, then rename over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".run-", suffix=".json.tmp", dir=path.parent)
+    """Write atomically: temp file in the same folder, fsync, then rename over the target.
+
+    Raises BundleWriteError (an OSError) naming the bundle when the disk is full or the file
+    cannot be written; the previous copy at ``path`` is then unchanged.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".run-", suffix=".json.tmp", dir=path.parent)
+    except OSError as exc:
+        raise BundleWriteError(path, exc) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(bundle, handle, indent=1, ensure_ascii=False)
@@ -53,9 +60,11 @@ def write_bundle(bundle: dict, path: Path) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise BundleWriteError(path, exc) from exc
         raise
     # Persist the rename itself; without it a power cut can leave the old file in place.
     try:

@@ -109,3 +109,23 @@ class UsageError(EngineError):
     """The request itself is wrong (unknown suite or profile, bad option)."""
 
     kind = "usage"
+
+
+class BundleWriteError(OSError):
+    """The run bundle could not be saved (disk full, quota, size limit); the old copy stays.
+
+    An OSError rather than an EngineError: the CLI reports any OSError plainly (exit 1), and
+    callers that already catch OSError for disk trouble keep working.
+    """
+
+    def __init__(self, path: object, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror, str(path))
+        reason = (cause.strerror or str(cause)).rstrip(".")
+        self.message = f"could not save the run bundle {path}: {reason[:1].lower()}{reason[1:]}"
+        self.hint = (
+            "The previous copy of the bundle is unchanged. Free some space, or set "
+            "$BENCHLOOP_HOME to a disk with room, and run again."
+        )
+
+    def __str__(self) -> str:
+        return f"{self.message}. {self.hint}"

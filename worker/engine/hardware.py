@@ -207,9 +207,16 @@ def machine_id(home: Path | None = None) -> str:
         salt = ""
     if not salt:
         salt = secrets.token_hex(32)
-        home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(salt_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(salt + "\n")
+        tmp = salt_path.with_name(".machine-salt.tmp")
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(salt + "\n")
+            os.replace(tmp, salt_path)  # never an empty salt file, even on a full disk
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise OSError(exc.errno, f"could not save {salt_path}: {exc.strerror}") from exc
     digest = hashlib.sha256(f"{salt}:{_raw_machine_identity()}".encode()).hexdigest()
     return f"sha256:{digest}"

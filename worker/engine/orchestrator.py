@@ -7,6 +7,7 @@ plus ``task_started``, ``task_progress`` and ``trial_completed`` for live displa
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 from . import ENGINE_NAME, __version__
 from .bundle import BUNDLE_SCHEMA_VERSION, new_run_id, write_bundle
 from .detect import EndpointInfo, describe_model, detect_endpoint, resolve_model
-from .errors import EngineError, UsageError
+from .errors import BundleWriteError, EngineError, UsageError
 from .hardware import detect_hardware, gpu_summary, machine_id
 from .harnesses import HARNESS_VERSION, HARNESSES, HarnessProvider, with_harness
 from .locality import Locality, classify
@@ -296,6 +297,33 @@ def execute(
     prep: PreparedRun,
     on_event: EventCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+) -> RunOutcome:
+    """Run every selected task (see ``_execute``); a bundle that cannot be saved ends the run.
+
+    The disk filling up is the one failure with no bundle to show for it, so listeners (a lab
+    job's event stream, the CLI's display) get ``run_failed`` before the error propagates.
+    """
+    try:
+        return _execute(prep, on_event, should_stop)
+    except BundleWriteError as exc:
+        if on_event is not None:
+            with contextlib.suppress(Exception):
+                on_event(
+                    {
+                        "type": "run_failed",
+                        "error": exc.message,
+                        "exception_class": "BundleWriteError",
+                        "status": "failed",
+                        "path": exc.filename,
+                    }
+                )
+        raise
+
+
+def _execute(
+    prep: PreparedRun,
+    on_event: EventCallback | None,
+    should_stop: Callable[[], bool] | None,
 ) -> RunOutcome:
     """Run every selected task; the bundle is on disk before any terminal event is emitted.
 

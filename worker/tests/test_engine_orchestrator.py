@@ -55,7 +55,12 @@ def test_a_server_killed_mid_stream_fails_that_task_and_the_run_goes_on(
     assert broken["metadata"]["trials"][0]["error_kind"] == "stream_interrupted"
     assert "dropped" in broken["error"]
     assert after["execution_ok"] is True and after["passed"] is True
+    # Reliability is the share of tasks that executed (scoring.aggregate): one of two. It
+    # enters the overall score with its spec weight, 0.70 quality + 0.25 speed + 0.05 reliability.
     assert bundle["reliability_score"] == 50.0
+    assert bundle["overall_score"] == pytest.approx(
+        0.70 * bundle["quality_score"] + 0.25 * bundle["speed_score"] + 0.05 * 50.0, abs=0.02
+    )
     assert validation_errors(bundle) == []
     assert json.loads(outcome.path.read_text())["status"] == "complete"
     names = [e["type"] for e in events]
@@ -64,6 +69,7 @@ def test_a_server_killed_mid_stream_fails_that_task_and_the_run_goes_on(
     completed = [e for e in events if e["type"] == "task_completed"]
     assert [e["completed_tasks"] for e in completed] == [1, 2]
     assert completed[0]["error"]
+    assert events[-1]["status"] == "complete" and events[-1]["reliability_score"] == 50.0
 
 
 @pytest.mark.llm

@@ -94,6 +94,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "leaderboard.middleware.RejectNulMiddleware",
+    "benchloop_site.middleware.ServiceUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -196,6 +198,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 3 * 3600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3 * 3600 + 300)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker restart must not cancel a running benchmark: it goes on, its events go to Postgres,
+# and a redelivered message finds the job claimed and does nothing. Celery 6 flips the default;
+# worker/tests/test_redis_restart.py is the drill.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 REST_FRAMEWORK = {
@@ -211,6 +217,9 @@ REST_FRAMEWORK = {
         "legacy_submit": os.environ.get("THROTTLE_LEGACY_SUBMIT", "20/hour"),
         "device": os.environ.get("THROTTLE_DEVICE", "30/hour"),
     },
+    # Proxies in front that append to X-Forwarded-For. DRF's default (None) trusts the whole
+    # header, so a client could pick a fresh "address" per request and dodge every throttle.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0),
     "EXCEPTION_HANDLER": "submissions.errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
@@ -225,6 +234,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation documents its error responses in the one error shape.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "submissions.errors.document_errors",
+    ],
 }
 # Throttle counters and other short-lived state: Redis when the broker is Redis, else local memory.
 CACHES = {
@@ -244,6 +258,11 @@ CACHES = {
 BENCHLOOP_MAX_UPLOAD_BYTES = env_int("BENCHLOOP_MAX_UPLOAD_BYTES", 5 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHLOOP_MAX_UPLOAD_BYTES
 LOGIN_URL = "accounts:login"
+# Sign-in brute force: this many failures (per username, per client address) within the
+# lockout period lock that username or address for the period (submissions/signin.py).
+SIGNIN_MAX_FAILURES_PER_USERNAME = env_int("SIGNIN_MAX_FAILURES_PER_USERNAME", 5)
+SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("SIGNIN_MAX_FAILURES_PER_ADDRESS", 20)
+SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900)
 LOGIN_REDIRECT_URL = "accounts:profile"
 LOGOUT_REDIRECT_URL = "leaderboard:home"
 
@@ -309,3 +328,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 30.0,
     },
 }
+
+# Load benchmarks only (bench/load_read.py): routes /bench/baseline, a constant answer through
+# the whole middleware stack, against which page throughput is compared. Off in production.
+BENCHLOOP_BENCH_BASELINE = env_bool("BENCHLOOP_BENCH_BASELINE", False)

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from leaderboard.views import healthz
+from leaderboard.views import bench_baseline, healthz
 from submissions.api import LegacySubmitView
 
 api_v1 = [
@@ -25,3 +26,9 @@ urlpatterns = [
     path("", include("submissions.moderation_urls")),
     path("", include("leaderboard.urls")),
 ]
+
+if settings.BENCHLOOP_BENCH_BASELINE:
+    urlpatterns.insert(0, path("bench/baseline", bench_baseline))
+
+# Unknown URLs under /api/ answer in the API's JSON error shape.
+handler404 = "submissions.errors.not_found"

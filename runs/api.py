@@ -6,7 +6,12 @@ import statistics
 
 from django.db.models import Count, Prefetch, Q, prefetch_related_objects
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
@@ -47,6 +52,15 @@ class HardwareSerializer(serializers.ModelSerializer):
             "os",
             "accelerator",
         ]
+
+
+class HardwareRowSerializer(HardwareSerializer):
+    """A row of GET /api/v1/hardware (documents the run count the view adds)."""
+
+    run_count = serializers.IntegerField(help_text="approved runs on this machine class")
+
+    class Meta(HardwareSerializer.Meta):
+        fields = [*HardwareSerializer.Meta.fields, "run_count"]
 
 
 class StackSerializer(serializers.ModelSerializer):
@@ -208,27 +222,49 @@ class LeaderboardView(APIView):
     permission_classes: list = []
     throttle_classes = READ_THROTTLES
 
-    @extend_schema(parameters=FILTER_PARAMETERS, responses=RunSummarySerializer(many=True))
-    def get(self, request: Request) -> Response:
-        from leaderboard.filters import BoardFilters
-        from leaderboard.queries import board
-
-        filters = BoardFilters.from_query(request.query_params)
-        result = board(filters)
-        prefetch_related_objects(result.rows, "submission__submitter")
-        page = result.page
-        return Response(
+    @extend_schema(
+        parameters=FILTER_PARAMETERS,
+        responses=inline_serializer(
+            "LeaderboardPage",
             {
-                "count": result.total,
-                "page": page.number,
-                "pages": page.paginator.num_pages,
-                "next": _page_url(request, page.next_page_number()) if page.has_next() else None,
-                "previous": (
-                    _page_url(request, page.previous_page_number()) if page.has_previous() else None
-                ),
-                "results": RunSummarySerializer(result.rows, many=True).data,
-            }
+                "count": serializers.IntegerField(),
+                "page": serializers.IntegerField(),
+                "pages": serializers.IntegerField(),
+                "next": serializers.URLField(allow_null=True),
+                "previous": serializers.URLField(allow_null=True),
+                "results": RunSummarySerializer(many=True),
+            },
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        from leaderboard import cache
+
+        # Cached until the next publish, like the HTML leaderboard; the key holds the host
+        # because the body carries absolute links.
+        return Response(
+            cache.cached("api", request.build_absolute_uri(), lambda: _leaderboard_body(request))
         )
+
+
+def _leaderboard_body(request: Request) -> dict:
+    from leaderboard.filters import BoardFilters
+    from leaderboard.queries import board
+
+    filters = BoardFilters.from_query(request.query_params)
+    result = board(filters)
+    prefetch_related_objects(result.rows, "submission__submitter")
+    page = result.page
+    return {
+        "count": result.total,
+        "page": page.number,
+        "pages": page.paginator.num_pages,
+        "next": _page_url(request, page.next_page_number()) if page.has_next() else None,
+        "previous": (
+            _page_url(request, page.previous_page_number()) if page.has_previous() else None
+        ),
+        # Plain dicts: a ReturnList would drag its serializer into the cache.
+        "results": [dict(row) for row in RunSummarySerializer(result.rows, many=True).data],
+    }
 
 
 def _page_url(request: Request, number: int) -> str:
@@ -310,7 +346,12 @@ class RunDetailView(APIView):
         )
         return Response(RunDetailSerializer(run).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        responses={
+            204: None,
+            403: OpenApiResponse(description="the key lacks the submit scope"),
+        }
+    )
     def delete(self, request: Request, pk: int) -> Response:
         run = (
             Run.objects.select_related("submission")
@@ -329,7 +370,21 @@ class HardwareListView(APIView):
     permission_classes: list = []
     throttle_classes = READ_THROTTLES
 
-    @extend_schema(responses=HardwareSerializer(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("page", int, description="page number")],
+        responses={
+            200: inline_serializer(
+                "HardwarePage",
+                {
+                    "count": serializers.IntegerField(),
+                    "next": serializers.URLField(allow_null=True),
+                    "previous": serializers.URLField(allow_null=True),
+                    "results": HardwareRowSerializer(many=True),
+                },
+            ),
+            404: OpenApiResponse(description="no such page"),
+        },
+    )
     def get(self, request: Request) -> Response:
         hardware = (
             Hardware.objects.annotate(run_count=Count("runs", filter=Q(runs__published=True)))

@@ -83,26 +83,47 @@ def read_json_body(request: Request) -> dict:
             "The body must be a JSON object.",
             [{"path": "(body)", "message": "expected an object"}],
         )
-    problem = _unsafe_value(data)
+    problem, path = _unsafe_value(data)
     if problem:
-        raise ApiError(400, "invalid", problem)
+        raise ApiError(400, "invalid", problem, [{"path": path, "message": problem}])
     return data
 
 
-def _unsafe_value(value: object, level: int = 0) -> str:
-    """Too deep, or a number JSON cannot hold (1e999 parses as infinity): explain, else ""."""
+def _unsafe_value(value: object, path: str = "", level: int = 0) -> tuple[str, str]:
+    """(problem, path) for what no database or page can hold: nesting too deep, a number JSON
+    cannot hold (1e999 parses as infinity), a NUL or an unpaired surrogate; else ("", "")."""
+    where = path or "(body)"
     if level > MAX_JSON_DEPTH:
-        return f"The body nests deeper than {MAX_JSON_DEPTH} levels."
+        return f"The body nests deeper than {MAX_JSON_DEPTH} levels.", where
     if isinstance(value, float) and not math.isfinite(value):
-        return "The body contains a number too large to represent."
-    children = (
-        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    )
-    for child in children:
-        problem = _unsafe_value(child, level + 1)
-        if problem:
-            return problem
-    return ""
+        return "The body contains a number too large to represent.", where
+    if isinstance(value, str) and not _is_text(value):
+        # NUL and lone surrogates (JSON's \u0000 and \ud800 escapes) are not storable text.
+        return "string contains a NUL character or an unpaired surrogate", where
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if not _is_text(key):
+                return "key contains a NUL character or an unpaired surrogate", where
+            problem = _unsafe_value(child, f"{path}.{key}" if path else key, level + 1)
+            if problem[0]:
+                return problem
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            problem = _unsafe_value(child, f"{path}[{index}]", level + 1)
+            if problem[0]:
+                return problem
+    return "", ""
+
+
+def _is_text(value: str) -> bool:
+    """Storable in Postgres (text and jsonb) and encodable as UTF-8."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def validate_upload(data: dict) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler
 
@@ -93,4 +94,75 @@ def json_error(status_code: int, code: str, message: str, **headers: str) -> Jso
     return response
 
 
-__all__ = ["ApiError", "api_exception_handler", "error_body", "json_error"]
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404: an unknown API URL answers in the API's error shape, pages get the page."""
+    if request.path.startswith("/api/") or request.path == "/submit":
+        return json_error(404, "not_found", "Not found.")
+    return page_not_found(request, exception)
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "fields": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["path", "message"],
+                        "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
+                    },
+                },
+            },
+        }
+    },
+}
+_ERROR_DESCRIPTIONS = {
+    "400": "invalid request",
+    "401": "no or bad API key",
+    "404": "not found",
+    "413": "body too large",
+    "415": "body is not JSON",
+    "429": "throttled",
+}
+
+
+def document_errors(result: dict, generator, request, public) -> dict:
+    """drf-spectacular hook: every operation lists the errors it can answer with, in the one
+    error shape, so clients (and the schemathesis run in the tests) can rely on the schema."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path, item in result["paths"].items():
+        for operation in item.values():
+            codes = {"429"}
+            if operation.get("parameters") or "requestBody" in operation:
+                codes.add("400")
+            if "requestBody" in operation:
+                codes |= {"413", "415"}
+            if any("ApiKey" in requirement for requirement in operation.get("security", [])):
+                codes.add("401")  # a wrong key is refused even where no key is needed
+            if "{" in path:
+                codes.add("404")
+            responses = operation["responses"]
+            for code in codes:
+                responses.setdefault(code, {"description": _ERROR_DESCRIPTIONS[code]})
+            for code, response in responses.items():
+                if code.startswith("4"):
+                    response.setdefault("content", content)
+    return result
+
+
+__all__ = [
+    "ApiError",
+    "api_exception_handler",
+    "document_errors",
+    "error_body",
+    "json_error",
+    "not_found",
+]

@@ -9,13 +9,7 @@ app_name = "accounts"
 
 urlpatterns = [
     path("signup/", views.signup, name="signup"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="accounts/login.html", redirect_authenticated_user=True
-        ),
-        name="login",
-    ),
+    path("login/", views.sign_in, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.profile, name="profile"),
     path("runs/", views.my_runs, name="runs"),

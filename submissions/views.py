@@ -5,17 +5,20 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import User
+from django.contrib.auth.views import LoginView
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from runs.models import Run
-from submissions import services
+from submissions import services, signin
 from submissions.access import MODERATE_PERMISSION
 from submissions.forms import ApiKeyForm, DecisionForm, DeviceCodeForm, ReportForm, SignupForm
 from submissions.models import (
@@ -40,6 +43,42 @@ def signup(request: HttpRequest) -> HttpResponse:
         messages.success(request, "Welcome to BenchLoop. Create an API key to upload runs.")
         return redirect("accounts:profile")
     return render(request, "accounts/signup.html", {"form": form})
+
+
+_login_view = LoginView.as_view(
+    template_name="accounts/login.html", redirect_authenticated_user=True
+)
+
+
+@sensitive_post_parameters()
+@never_cache
+def sign_in(request: HttpRequest) -> HttpResponse:
+    """Django's LoginView behind a brute-force limit: 429 once a username or address has had
+    too many failed attempts (see submissions/signin.py)."""
+    if request.method != "POST" or request.user.is_authenticated:
+        return _login_view(request)
+    username = request.POST.get("username", "")
+    wait = signin.seconds_locked(request, username)
+    if wait:
+        minutes = -(-wait // 60)
+        message = (
+            "Too many failed sign-in attempts for this account or from your network. "
+            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}."
+        )
+        context = {
+            "form": AuthenticationForm(request),
+            "locked_out": message,
+            "next": request.POST.get("next", ""),
+        }
+        response = render(request, "accounts/login.html", context, status=429)
+        response["Retry-After"] = str(wait)
+        return response
+    response = _login_view(request)
+    if request.user.is_authenticated:
+        signin.record_success(request, username)
+    else:
+        signin.record_failure(request, username)
+    return response
 
 
 @login_required

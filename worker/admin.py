@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 
 from worker import services
 from worker.models import (
@@ -58,14 +59,21 @@ class QuickPromptAdmin(admin.ModelAdmin):
     search_fields = ["model", "prompt"]
 
 
+# A scheme-less webhook address means https (and Django 5.2 warns, then 500s under -W error,
+# on every URL form field that leaves the default scheme unsaid).
+HTTPS_URLS = {models.URLField: {"assume_scheme": "https"}}
+
+
 @admin.register(NotificationSettings)
 class NotificationSettingsAdmin(admin.ModelAdmin):
+    formfield_overrides = HTTPS_URLS
     list_display = ["user", "email_on_finish", "webhook_url"]
     search_fields = ["user__username", "webhook_url"]
 
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(admin.ModelAdmin):
+    formfield_overrides = HTTPS_URLS
     list_display = ["job", "url", "attempts", "last_status", "delivered_at"]
     list_filter = ["last_status"]
     search_fields = ["url"]

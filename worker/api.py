@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from submissions.errors import ApiError
 from submissions.permissions import scope_required
 from worker import services
+from worker.engine.harnesses import HARNESSES
 from worker.models import BenchmarkJob
 
 
@@ -27,7 +28,7 @@ class IsLabOperator(BasePermission):
 
 class JobOutput(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
-    host = serializers.CharField(source="host.name", default=None)
+    host = serializers.CharField(source="host.name", default=None, allow_null=True)
     run_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -86,7 +87,7 @@ class JobInput(serializers.Serializer):
         child=serializers.CharField(max_length=120), required=False, max_length=100, default=list
     )
     trials = serializers.IntegerField(min_value=1, max_value=50, default=3)
-    harness = serializers.CharField(max_length=20, default="raw")
+    harness = serializers.ChoiceField(choices=list(HARNESSES), default="raw")
     max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=32768)
     pool = serializers.CharField(max_length=64, default="cpu")
     priority = serializers.IntegerField(min_value=0, max_value=9, default=5)

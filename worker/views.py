@@ -9,6 +9,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.feedgenerator import Atom1Feed
+from django.utils.html import escape
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
@@ -198,8 +199,9 @@ class FinishedJobsFeed(Feed):
         return f"Job {job.pk} {job.status}: {job.model}"
 
     def item_description(self, job: BenchmarkJob) -> str:
+        # Atom puts this in <summary type="html">: readers render it as HTML, so escape it.
         text = f"{job.model} on pool {job.pool}, profile {job.profile or ', '.join(job.suites)}."
-        return text + (f" Reason: {job.error}" if job.error else "")
+        return escape(text + (f" Reason: {job.error}" if job.error else ""))
 
     def item_link(self, job: BenchmarkJob) -> str:
         return f"/lab/jobs/{job.pk}/"

@@ -61,6 +61,15 @@ def throttle_rates(monkeypatch) -> dict:
     return rates
 
 
+@pytest.fixture(autouse=True)
+def _new_leaderboard_version() -> None:
+    """Cached leaderboard fragments are keyed by a data version that a rolled-back test
+    leaves behind; each test starts on a fresh one so it never sees another test's board."""
+    from leaderboard import cache
+
+    cache.bump()
+
+
 @pytest.fixture
 def unique_address() -> str:
     """A client address no earlier run has used, so throttle counters start from zero."""

@@ -63,35 +63,99 @@ def main() -> None:
     from worker.engine.testing.xllama_launcher import MODEL_ALIAS, start_server
 
     work = Path(tempfile.mkdtemp(prefix="job-latency-"))
-    env = {**os.environ, "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB}",
-           "CELERY_BROKER_URL": BROKER, "DEBUG": "True", "BENCHLOOP_VAR_DIR": str(work)}
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc",
-                    f"DROP DATABASE IF EXISTS {DB}", "-c", f"CREATE DATABASE {DB}"], check=True,
-                   capture_output=True)
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB}",
+        "CELERY_BROKER_URL": BROKER,
+        "DEBUG": "True",
+        "BENCHLOOP_VAR_DIR": str(work),
+    }
+    subprocess.run(
+        [
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-qc",
+            f"DROP DATABASE IF EXISTS {DB}",
+            "-c",
+            f"CREATE DATABASE {DB}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
     subprocess.run(["redis-cli", "-n", "11", "flushdb"], check=True, capture_output=True)
-    setup = subprocess.run([*manage, "shell", "-c", (
-        "from django.contrib.auth.models import User, Permission;"
-        "from submissions.services import create_api_key;"
-        "u = User.objects.create_user('lab', 'lab@example.org', 'x');"
-        "u.user_permissions.add(Permission.objects.get(codename='operate_lab'));"
-        "print(create_api_key(user=u, name='bench', scopes=['submit'])[1])")],
-        cwd=REPO, env=env, check=True, capture_output=True, text=True)
+    setup = subprocess.run(
+        [
+            *manage,
+            "shell",
+            "-c",
+            (
+                "from django.contrib.auth.models import User, Permission;"
+                "from submissions.services import create_api_key;"
+                "u = User.objects.create_user('lab', 'lab@example.org', 'x');"
+                "u.user_permissions.add(Permission.objects.get(codename='operate_lab'));"
+                "print(create_api_key(user=u, name='bench', scopes=['submit'])[1])"
+            ),
+        ],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     key = setup.stdout.strip().splitlines()[-1]
 
     llm = start_server(log_dir=work)
     port = free_port()
-    web = subprocess.Popen([sys.executable, "-m", "gunicorn", "benchloop_site.wsgi:application",
-                            "-b", f"127.0.0.1:{port}", "-w", "2"], cwd=REPO, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+    web = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "benchloop_site.wsgi:application",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            "2",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "benchloop_site", "worker", "-n", "bench@%h",
-         "-Q", "host.bench,celery", "--concurrency", "1", "--loglevel", "WARNING"],
-        cwd=REPO, env={**env, "BENCHLOOP_LAB_HOST": "bench", "BENCHLOOP_LAB_POOLS": "cpu.bench",
-                       "BENCHLOOP_LAB_HEARTBEAT": "1"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "benchloop_site",
+            "worker",
+            "-n",
+            "bench@%h",
+            "-Q",
+            "host.bench,celery",
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "WARNING",
+        ],
+        cwd=REPO,
+        env={
+            **env,
+            "BENCHLOOP_LAB_HOST": "bench",
+            "BENCHLOOP_LAB_POOLS": "cpu.bench",
+            "BENCHLOOP_LAB_HEARTBEAT": "1",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         import django
 
@@ -108,8 +172,11 @@ def main() -> None:
             time.sleep(0.2)
         services.approve_host(host=WorkerHost.objects.get(name="bench"), user=None)
         time.sleep(3)  # the heartbeat adds the pool's consumer
-        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
-                            headers={"Authorization": f"Bearer {key}"})
+        http = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            timeout=30,
+            headers={"Authorization": f"Bearer {key}"},
+        )
         for _ in range(100):
             try:
                 if http.get("/healthz").status_code == 200:
@@ -119,10 +186,18 @@ def main() -> None:
         claim_ms: list[float] = []
         visible_ms: list[float] = []
         for _ in range(args.jobs):
-            job_id = http.post("/api/v1/jobs", json={
-                "model": MODEL_ALIAS, "endpoint_url": llm.base_url, "suites": ["speed"],
-                "tasks": ["speed-p128-short", "speed-p128-medium"], "trials": 1,
-                "max_tokens": 16, "pool": "cpu.bench"}).json()["id"]
+            job_id = http.post(
+                "/api/v1/jobs",
+                json={
+                    "model": MODEL_ALIAS,
+                    "endpoint_url": llm.base_url,
+                    "suites": ["speed"],
+                    "tasks": ["speed-p128-short", "speed-p128-medium"],
+                    "trials": 1,
+                    "max_tokens": 16,
+                    "pool": "cpu.bench",
+                },
+            ).json()["id"]
             seen: set[int] = set()
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
@@ -140,13 +215,18 @@ def main() -> None:
             assert job.status == "succeeded", job.error
             claim_ms.append((job.claimed_at - job.created_at).total_seconds() * 1000)
         result = {
-            "jobs": args.jobs, "machine": f"{os.cpu_count()} CPUs",
-            "enqueue_to_claimed_ms": {"p50": round(percentile(claim_ms, 0.5), 1),
-                                      "p95": round(percentile(claim_ms, 0.95), 1),
-                                      "n": len(claim_ms)},
-            "task_completed_to_page_ms": {"p50": round(percentile(visible_ms, 0.5), 1),
-                                          "p95": round(percentile(visible_ms, 0.95), 1),
-                                          "n": len(visible_ms)},
+            "jobs": args.jobs,
+            "machine": f"{os.cpu_count()} CPUs",
+            "enqueue_to_claimed_ms": {
+                "p50": round(percentile(claim_ms, 0.5), 1),
+                "p95": round(percentile(claim_ms, 0.95), 1),
+                "n": len(claim_ms),
+            },
+            "task_completed_to_page_ms": {
+                "p50": round(percentile(visible_ms, 0.5), 1),
+                "p95": round(percentile(visible_ms, 0.95), 1),
+                "n": len(visible_ms),
+            },
             "median_claim_ms": round(statistics.median(claim_ms), 1),
         }
         print(json.dumps(result, indent=2))

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from leaderboard import cache as board_cache
 from runs import normalize
 from runs.importers.records import RunRecord
 from runs.models import (
@@ -62,8 +63,10 @@ def import_records(
     source_name: str = "",
     is_demo: bool = False,
     is_verified: bool = False,
+    refresh_stats: bool = True,
 ) -> ImportResult:
-    """Store every record not already present, atomically; refresh the stacks they touch."""
+    """Store every record not already present, atomically; refresh the stacks they touch
+    (unless the caller refreshes them itself, once for many files)."""
     result = ImportResult()
     with transaction.atomic():
         for record in records:
@@ -75,7 +78,11 @@ def import_records(
                 # A savepoint per run: a concurrent importer that wins the race turns this
                 # run into a skip instead of aborting the whole file.
                 with transaction.atomic():
-                    run = create_run(record, key, is_demo=is_demo, is_verified=is_verified)
+                    # Published from its INSERT: one UPDATE less per run than set_published.
+                    published = is_public(status, record.visibility, record.outcome)
+                    run = create_run(
+                        record, key, is_demo=is_demo, is_verified=is_verified, published=published
+                    )
                     Submission.objects.create(
                         run=run,
                         channel=channel,
@@ -85,33 +92,159 @@ def import_records(
                         source_name=source_name[:255],
                         decided_at=timezone.now() if status == Status.APPROVED else None,
                     )
-                    set_published(run, status)
+                    if published:
+                        board_cache.invalidate()
             except IntegrityError:
                 if not Run.objects.filter(fingerprint=key).exists():
                     raise
                 result.skipped.append(record.client_run_id or key[:12])
                 continue
             result.created.append(run)
-        refresh_stack_stats(stack_ids=result.stack_ids)
+        if refresh_stats:
+            refresh_stack_stats(stack_ids=result.stack_ids)
     return result
 
 
+def import_batch(
+    files: list[tuple[str, list[RunRecord]]],
+    *,
+    channel: str = Channel.IMPORT,
+    status: str = Status.APPROVED,
+) -> list[ImportResult]:
+    """Many files' records with one INSERT per table; the same outcome as import_records on
+    each file in turn (present or repeated runs are skipped), without refreshing stacks.
+
+    All of it is one savepoint. Should a concurrent importer insert one of these runs first,
+    the savepoint is undone and the files go through import_records one at a time.
+    """
+    try:
+        with transaction.atomic():
+            return _import_batch(files, channel=channel, status=status)
+    except IntegrityError:
+        return [
+            import_records(
+                records, channel=channel, status=status, source_name=name, refresh_stats=False
+            )
+            for name, records in files
+        ]
+
+
+def _import_batch(
+    files: list[tuple[str, list[RunRecord]]], *, channel: str, status: str
+) -> list[ImportResult]:
+    keys = [[fingerprint(record) for record in records] for _name, records in files]
+    present = set(
+        Run.objects.filter(
+            fingerprint__in=[k for file_keys in keys for k in file_keys]
+        ).values_list("fingerprint", flat=True)
+    )
+    results: list[ImportResult] = []
+    new: list[tuple[RunRecord, str, str, ImportResult]] = []
+    for (name, records), file_keys in zip(files, keys, strict=True):
+        result = ImportResult()
+        for record, key in zip(records, file_keys, strict=True):
+            if key in present:
+                result.skipped.append(record.client_run_id or key[:12])
+                continue
+            present.add(key)
+            new.append((record, key, name, result))
+        results.append(result)
+    # Most files share a few stacks and machines: look each up once.
+    stacks: dict[str, Stack] = {}
+    machines: dict[str, Hardware | None] = {}
+    rows = []
+    for record, key, _name, _result in new:
+        stack_key = repr(
+            (
+                record.model_id,
+                record.quantization,
+                record.model_sha256,
+                record.engine,
+                record.harness,
+                record.context_length,
+                record.kv_cache_type,
+                record.draft_model,
+                record.launch_settings,
+            )
+        )
+        if stack_key not in stacks:
+            stacks[stack_key] = _stack_for(record)
+        machine_key = repr(record.hardware)
+        if machine_key not in machines:
+            machines[machine_key] = _hardware_for(record)
+        published = is_public(status, record.visibility, record.outcome)
+        rows.append(
+            _new_run(
+                record,
+                key,
+                stack=stacks[stack_key],
+                hardware=machines[machine_key],
+                is_demo=False,
+                is_verified=False,
+                published=published,
+            )
+        )
+    runs = Run.objects.bulk_create(rows)
+    decided_at = timezone.now() if status == Status.APPROVED else None
+    Submission.objects.bulk_create(
+        Submission(
+            run=run,
+            channel=channel,
+            status=status,
+            client_run_id=record.client_run_id,
+            submitter_name=record.submitter_name,
+            source_name=name[:255],
+            decided_at=decided_at,
+        )
+        for run, (record, _key, name, _result) in zip(runs, new, strict=True)
+    )
+    _create_results([(run, record) for run, (record, *_rest) in zip(runs, new, strict=True)])
+    for run, (*_rest, result) in zip(runs, new, strict=True):
+        result.created.append(run)
+    if any(run.published for run in runs):
+        board_cache.invalidate()
+    return results
+
+
 def create_run(
-    record: RunRecord, key: str, *, is_demo: bool = False, is_verified: bool = False
+    record: RunRecord,
+    key: str,
+    *,
+    is_demo: bool = False,
+    is_verified: bool = False,
+    published: bool = False,
 ) -> Run:
     """The run with its hardware, stack, suites, tasks and samples (no submission)."""
-    hardware = None
-    if record.hardware is not None:
-        hw = record.hardware
-        hardware = Hardware.for_identity(
-            cpu=hw.cpu,
-            gpu=hw.gpu,
-            gpu_count=hw.gpu_count,
-            vram_gb=hw.vram_gb,
-            ram_gb=hw.ram_gb,
-            os_name=hw.os_name,
-        )
-    stack = Stack.for_identity(
+    run = _new_run(
+        record,
+        key,
+        stack=_stack_for(record),
+        hardware=_hardware_for(record),
+        is_demo=is_demo,
+        is_verified=is_verified,
+        published=published,
+    )
+    run.save(force_insert=True)
+    _create_results([(run, record)])
+    return run
+
+
+def _hardware_for(record: RunRecord) -> Hardware | None:
+    if record.hardware is None:
+        return None
+    hw = record.hardware
+    return Hardware.for_identity(
+        cpu=hw.cpu,
+        gpu=hw.gpu,
+        gpu_count=hw.gpu_count,
+        vram_gb=hw.vram_gb,
+        ram_gb=hw.ram_gb,
+        os_name=hw.os_name,
+    )
+
+
+def _stack_for(record: RunRecord) -> Stack:
+    return Stack.for_identity(
         model_id=record.model_id,
         quantization=record.quantization,
         model_sha256=record.model_sha256,
@@ -122,8 +255,21 @@ def create_run(
         draft_model=record.draft_model,
         launch_settings=record.launch_settings,
     )
+
+
+def _new_run(
+    record: RunRecord,
+    key: str,
+    *,
+    stack: Stack,
+    hardware: Hardware | None,
+    is_demo: bool,
+    is_verified: bool,
+    published: bool,
+) -> Run:
+    """The unsaved run row for a record."""
     scored = record.outcome == Outcome.COMPLETE and record.score_scale != ScoreScale.SPEED_ONLY
-    run = Run.objects.create(
+    return Run(
         stack=stack,
         hardware=hardware,
         fingerprint=key,
@@ -156,14 +302,15 @@ def create_run(
         visibility=record.visibility,
         is_demo=is_demo,
         is_verified=is_verified,
+        published=published,
         raw_payload=record.raw_payload,
         **{name: record.speed.get(name) for name in SPEED_FIELDS},
     )
-    _create_results(run, record)
-    return run
 
 
-def _create_results(run: Run, record: RunRecord) -> None:
+def _create_results(runs: list[tuple[Run, RunRecord]]) -> None:
+    """Suites, tasks and samples of saved runs: one INSERT per table, however many runs."""
+    suite_pairs = [(run, s) for run, record in runs for s in record.suites]
     suites = SuiteResult.objects.bulk_create(
         SuiteResult(
             run=run,
@@ -174,10 +321,12 @@ def _create_results(run: Run, record: RunRecord) -> None:
             fail_count=s.fail_count,
             median_latency_ms=s.median_latency_ms,
         )
-        for s in record.suites
+        for run, s in suite_pairs
     )
     task_pairs = [
-        (suite, task) for suite, s in zip(suites, record.suites, strict=True) for task in s.tasks
+        (suite, task)
+        for suite, (_run, s) in zip(suites, suite_pairs, strict=True)
+        for task in s.tasks
     ]
     tasks = TaskResult.objects.bulk_create(
         TaskResult(
@@ -213,16 +362,22 @@ def _create_results(run: Run, record: RunRecord) -> None:
     )
 
 
+def is_public(status: str, visibility: str, outcome: str) -> bool:
+    """Whether a run with this moderation status, visibility and outcome is on public pages."""
+    return (
+        status == Status.APPROVED
+        and visibility == Visibility.PUBLIC
+        and outcome == Outcome.COMPLETE
+    )
+
+
 def set_published(run: Run, status: str) -> None:
     """Keep the denormalised `published` flag in step with moderation and visibility."""
-    published = (
-        status == Status.APPROVED
-        and run.visibility == Visibility.PUBLIC
-        and run.outcome == Outcome.COMPLETE
-    )
+    published = is_public(status, run.visibility, run.outcome)
     if published != run.published:
         run.published = published
         run.save(update_fields=["published"])
+        board_cache.invalidate()
 
 
 # Which published run represents a stack: comparable v3 first, then legacy v2, then speed-only.
@@ -277,6 +432,7 @@ def refresh_stack_stats(*, stack_ids: Iterable[int]) -> int:
         ["best_run", "published_run_count", "submitter_count", "stats_refreshed_at"],
         batch_size=1000,
     )
+    board_cache.invalidate()  # the default leaderboard view reads best_run
     return len(stacks)
 
 

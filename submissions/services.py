@@ -12,11 +12,12 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from leaderboard import cache as board_cache
 from runs import normalize
 from runs.importers import parse_run_payload
-from runs.importers.records import RunRecord
+from runs.importers.records import RunRecord, json_copy
 from runs.models import Run
-from runs.services import create_run, fingerprint, set_published
+from runs.services import create_run, fingerprint, refresh_stack_stats, set_published
 from runs.tasks import refresh_stack_stats_task
 from submissions import integrity, keys
 from submissions.models import (
@@ -51,9 +52,7 @@ class UploadOutcome:
 
 def scrub_payload(payload: dict) -> dict:
     """The payload without machine ids, endpoints or a URL smuggled into machine.backend."""
-    import copy
-
-    clean = copy.deepcopy(payload)
+    clean = json_copy(payload)
     for body in (clean, clean.get("run") if isinstance(clean.get("run"), dict) else None):
         if not isinstance(body, dict):
             continue
@@ -226,6 +225,11 @@ def moderate_submission(
             automatic=automatic,
         )
         set_published(locked.run, status)
+        # A decision shows on the leaderboard at once (the default view reads the stack's
+        # best run); refreshing one stack is a handful of indexed queries. The worker refreshes
+        # it again after the commit, when decisions on the same stack made concurrently in
+        # other transactions are visible too.
+        refresh_stack_stats(stack_ids=[locked.run.stack_id])
         refresh_stack_stats_task.delay_on_commit(locked.run.stack_id)
         if locked.submitter_id and locked.submitter.email and previous != status:
             transaction.on_commit(lambda: _notify_decision(locked))
@@ -281,6 +285,7 @@ def delete_run(*, submission: Submission) -> None:
         stack_id = run.stack_id
         UploadAttempt.objects.filter(run=run).update(run=None)
         run.delete()
+        board_cache.invalidate()
         refresh_stack_stats_task.delay_on_commit(stack_id)
 
 

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils.html import escape
 
+from leaderboard import cache as board_cache
 from leaderboard.tests.factories import HOSTILE, add_runs, record
 from runs.models import Stack
 
@@ -152,17 +153,24 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> Non
 def test_the_query_count_does_not_grow_with_rows(
     client: Client, django_assert_num_queries, query: str, count: int
 ) -> None:
+    def counts() -> None:
+        # A new cache version before each request, so every one computes its page.
+        board_cache.bump()
+        with django_assert_num_queries(count):
+            client.get(f"/leaderboard/{query}")
+        # Until something is published, repeats are answered from the cache.
+        with django_assert_num_queries(0):
+            client.get(f"/leaderboard/{query}")
+            client.get(f"/leaderboard/{query}", headers=HTMX)
+        board_cache.bump()
+        with django_assert_num_queries(count - 2):
+            client.get(f"/leaderboard/{query}", headers=HTMX)
+
     call_command("seed_demo", "--runs", "60", stdout=io.StringIO())
-    with django_assert_num_queries(count):
-        client.get(f"/leaderboard/{query}")
-    with django_assert_num_queries(count - 2):
-        client.get(f"/leaderboard/{query}", headers=HTMX)
+    counts()
     call_command("seed_demo", "--runs", "600", stdout=io.StringIO())
     assert Stack.objects.filter(best_run__isnull=False).count() >= 50
-    with django_assert_num_queries(count):
-        client.get(f"/leaderboard/{query}")
-    with django_assert_num_queries(count - 2):
-        client.get(f"/leaderboard/{query}", headers=HTMX)
+    counts()
 
 
 def test_hostile_names_are_escaped_in_the_table_filters_and_scatter(client: Client) -> None:

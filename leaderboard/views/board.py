@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.feedgenerator import Atom1Feed
@@ -15,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
+from leaderboard import cache as board_cache
 from leaderboard import charts, exports, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
@@ -99,6 +101,53 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
     canonical_url = path + (f"?{canonical.urlencode()}" if canonical else "")
     if not request.htmx and _has_blank_values(request):
         return redirect(canonical_url)
+    export_qs = f"?{canonical.urlencode()}" if canonical else ""
+    key = canonical.urlencode()
+    # The table, scatter and filter form depend on nothing but the filters (no user, no CSRF
+    # token), so they are cached as HTML until the next publish (leaderboard.cache).
+    fragments = {"results": (key, lambda: _results_html(request, filters, path, export_qs))}
+    if not request.htmx:
+        fragments["form"] = (key, lambda: _form_html(request, filters, path))
+    html = board_cache.cached_many(fragments)
+    context = {
+        "filters": filters,
+        "results_html": html["results"],
+        "form_html": html.get("form", ""),
+        "canonical_url": canonical_url,
+        "export_qs": export_qs,
+    }
+    if request.htmx:
+        response = render(request, "leaderboard/leaderboard.html#results", context)
+        # The form sends empty fields too; the address bar should show the clean link.
+        response["HX-Push-Url"] = canonical_url
+        return response
+    return render(request, "leaderboard/leaderboard.html", context)
+
+
+def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
+    context = {
+        "filters": filters,
+        "path": path,
+        "facets": board_cache.cached("facets", "", queries.facets),
+        "scales": board_filters.SCALES,
+        "modes": board_filters.MODES,
+        "vendors": board_filters.VENDOR_CHOICES,
+        "vram_choices": board_filters.VRAM_CHOICES,
+        "ram_choices": board_filters.RAM_CHOICES,
+        "param_choices": board_filters.PARAM_CHOICES,
+        "profile_choices": board_filters.PROFILE_CHOICES,
+        "location_choices": board_filters.LOCATION_CHOICES,
+        "days_choices": [(str(k), v) for k, v in board_filters.DAYS_CHOICES],
+        "more_open": any(
+            getattr(filters, name)
+            for name in ("ram", "cpu", "apple", "family", "params", "harness", "profile")
+            + ("comparable", "location", "days", "verified")
+        ),
+    }
+    return render_to_string("leaderboard/_board_form.html", context, request=request)
+
+
+def _results_html(request: HttpRequest, filters: BoardFilters, path: str, export_qs: str) -> str:
     result = queries.board(filters)
     context = {
         "filters": filters,
@@ -106,33 +155,10 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
         "rank_offset": result.page.start_index() - 1 if result.total else 0,
         "scatter": scatter_for(result.points),
         "path": path,
-        "canonical_url": canonical_url,
-        "export_qs": f"?{canonical.urlencode()}" if canonical else "",
-        "run_filters": filters.run_filter_query().urlencode(),
+        "export_qs": export_qs,
     }
-    if request.htmx:
-        response = render(request, "leaderboard/leaderboard.html#results", context)
-        # The form sends empty fields too; the address bar should show the clean link.
-        response["HX-Push-Url"] = canonical_url
-        return response
-    context.update(
-        facets=queries.facets(),
-        scales=board_filters.SCALES,
-        modes=board_filters.MODES,
-        vendors=board_filters.VENDOR_CHOICES,
-        vram_choices=board_filters.VRAM_CHOICES,
-        ram_choices=board_filters.RAM_CHOICES,
-        param_choices=board_filters.PARAM_CHOICES,
-        profile_choices=board_filters.PROFILE_CHOICES,
-        location_choices=board_filters.LOCATION_CHOICES,
-        days_choices=[(str(k), v) for k, v in board_filters.DAYS_CHOICES],
-        more_open=any(
-            getattr(filters, name)
-            for name in ("ram", "cpu", "apple", "family", "params", "harness", "profile")
-            + ("comparable", "location", "days", "verified")
-        ),
-    )
-    return render(request, "leaderboard/leaderboard.html", context)
+    # The fragment reads nothing of the request but its path (the pager's fallback).
+    return render_to_string("leaderboard/_board_results.html", context, request=request)
 
 
 @require_GET

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -31,3 +31,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         {"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503
     )
+
+
+@require_GET
+def bench_baseline(request: HttpRequest) -> HttpResponse:
+    """A constant answer for the load benchmark's baseline (routed only when it is on)."""
+    return HttpResponse("ok", content_type="text/plain")

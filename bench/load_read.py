@@ -1,0 +1,139 @@
+"""Read load: public pages on gunicorn over the 100,000-run database, against a constant view.
+
+For 8 and then 32 concurrent connections, each page is requested back to back for `--seconds`
+(after one second of warm-up that also fills the leaderboard cache): a constant Django view
+(`/bench/baseline`, routed only with BENCHLOOP_BENCH_BASELINE on), the leaderboard's default
+view, a filtered view, the busiest stack's page and the API leaderboard. Each page's throughput
+is reported as a ratio of the baseline's at the same concurrency, with p50/p99 latency and
+the web workers' peak resident memory.
+
+Usage (after `bash bench/seed_scale.sh 100000`):
+
+    .venv/bin/python bench/load_read.py [--seconds 10] [--workers 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loadlib import (  # noqa: E402
+    Gunicorn,
+    RssSampler,
+    load_average,
+    manage,
+    percentile,
+    server_env,
+    timed_loop,
+)
+
+DB = "benchloop_bench"
+FILTERED = "/leaderboard/?vendor=nvidia&vram=24&engine=llama.cpp"
+
+
+def busiest_stack() -> int:
+    out = subprocess.run(
+        [
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            DB,
+            "-tAc",
+            "SELECT id FROM runs_stack WHERE best_run_id IS NOT NULL "
+            "ORDER BY published_run_count DESC, id LIMIT 1",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if not out:
+        raise SystemExit(f"{DB} has no ranked stacks: run `bash bench/seed_scale.sh 100000`")
+    return int(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn sync workers")
+    parser.add_argument("--port", type=int, default=8612)
+    parser.add_argument("--connections", default="8,32")
+    args = parser.parse_args()
+
+    stack = busiest_stack()
+    pages = [
+        ("baseline (constant view)", "/bench/baseline"),
+        ("leaderboard, default view", "/leaderboard/"),
+        ("leaderboard, three filters", FILTERED),
+        ("stack page (busiest stack)", f"/stacks/{stack}/"),
+        ("API leaderboard", "/api/v1/leaderboard"),
+    ]
+    env = server_env(
+        DB,
+        BENCHLOOP_BENCH_BASELINE="True",
+        THROTTLE_ANON="1000000/minute",
+        THROTTLE_USER="1000000/minute",
+    )
+    manage(env, "collectstatic", "--noinput", "-v", "0")
+    rows = []
+    with Gunicorn(env, args.port, args.workers) as server:
+        server.wait_ready()
+        idle_rss = server.worker_rss_mib()
+
+        async def run() -> dict[int, float]:
+            sampler = RssSampler(server)
+            sampler.start()
+            for connections in [int(c) for c in args.connections.split(",")]:
+                baseline = None
+                for label, path in pages:
+                    result = await timed_loop(
+                        server.port, path, connections=connections, seconds=args.seconds
+                    )
+                    rate = len(result.samples) / result.wall_s
+                    baseline = baseline or rate
+                    times = result.latencies_ms()
+                    rows.append(
+                        (
+                            connections,
+                            label,
+                            rate,
+                            rate / baseline,
+                            percentile(times, 0.5),
+                            percentile(times, 0.99),
+                            load_average(),
+                        )
+                    )
+                    print(
+                        f"{connections:>3} {label:<28} {rate:8.1f}/s  ratio {rate / baseline:5.2f}"
+                        f"  p50 {percentile(times, 0.5):7.1f} ms  p99 "
+                        f"{percentile(times, 0.99):7.1f} ms  load {load_average()}",
+                        flush=True,
+                    )
+            await sampler.stop()
+            return sampler.peak
+
+        peak = asyncio.run(run())
+
+    print()
+    print("| Connections | Page | Requests/s | ÷ baseline | p50 ms | p99 ms | Load average |")
+    print("|---:|---|---:|---:|---:|---:|---|")
+    for connections, label, rate, ratio, p50, p99, load in rows:
+        print(
+            f"| {connections} | {label} | {rate:.1f} | {ratio:.2f} | {p50:.1f} | {p99:.1f} "
+            f"| {load} |"
+        )
+    print(
+        f"\n{args.workers} gunicorn sync workers; RSS at start "
+        f"{', '.join(f'{v:.0f}' for v in idle_rss)} MiB; peak "
+        f"{', '.join(f'{v:.0f}' for v in peak.values())} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -60,6 +60,12 @@ class JobQuerySet(models.QuerySet):
     def finished(self) -> JobQuerySet:
         return self.filter(status__in=BenchmarkJob.FINAL)
 
+    def undispatched(self, before) -> JobQuerySet:
+        """Queued jobs whose message never reached the broker (it was down at the time)."""
+        return self.filter(
+            status=BenchmarkJob.Status.QUEUED, dispatched_at__isnull=True, created_at__lt=before
+        )
+
     def stale(self, before) -> JobQuerySet:
         """Claimed or running jobs whose worker stopped sending heartbeats."""
         return self.filter(
@@ -121,6 +127,8 @@ class BenchmarkJob(models.Model):
 
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the broker accepted the job's message; empty while it still has to be (re)sent.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

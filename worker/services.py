@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
@@ -10,6 +12,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from submissions.models import Channel
 from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
@@ -19,6 +22,8 @@ Status = BenchmarkJob.Status
 HEARTBEAT_INTERVAL = timedelta(seconds=settings.BENCHLOOP_JOB_HEARTBEAT_SECONDS)
 # A claimed or running job whose worker has been silent this long is presumed dead.
 STALE_AFTER = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
+# A queued job not yet accepted by the broker after this long is sent again by the reaper.
+UNSENT_GRACE = timedelta(seconds=10)
 
 
 def queue_job(*, requested_by: User, **fields) -> BenchmarkJob:
@@ -32,13 +37,29 @@ def queue_job(*, requested_by: User, **fields) -> BenchmarkJob:
 
 
 def _enqueue_on_commit(job: BenchmarkJob) -> None:
+    pool, priority, job_id = job.pool, job.priority, job.pk
+    transaction.on_commit(lambda: dispatch_job(job_id=job_id, pool=pool, priority=priority))
+
+
+def dispatch_job(*, job_id: int, pool: str, priority: int) -> bool:
+    """Send a stored job to its pool's queue; False (job left to the reaper) if the broker is down.
+
+    The job row is already committed, so a broker outage must not turn the request into an
+    error: the job stays queued without ``dispatched_at``, and ``reap_stale_jobs`` sends it
+    again once the broker answers. Claiming is atomic, so a duplicate message is harmless.
+    """
     from worker.tasks import run_benchmark_job
 
-    pool, priority, job_id = job.pool, job.priority, job.pk
-    # Celery serves lower priority numbers first; ours count up from 0 (low) to 9 (high).
-    transaction.on_commit(
-        lambda: run_benchmark_job.apply_async((job_id,), queue=pool, priority=9 - priority)
+    try:
+        # Celery serves lower priority numbers first; ours count up from 0 (low) to 9 (high).
+        run_benchmark_job.apply_async((job_id,), queue=pool, priority=9 - priority, retry=False)
+    except (BrokerError, OSError) as exc:
+        log.warning("job %s not sent, the broker is unreachable: %s", job_id, exc)
+        return False
+    BenchmarkJob.objects.filter(pk=job_id, status=Status.QUEUED).update(
+        dispatched_at=timezone.now()
     )
+    return True
 
 
 def cancel_job(*, job: BenchmarkJob) -> BenchmarkJob:
@@ -167,18 +188,19 @@ def finish_job(*, job_id: int, attempt: int, upload: dict) -> BenchmarkJob:
 
     job = BenchmarkJob.objects.get(pk=job_id)
     client_run_id = f"lab-job-{job.pk}"
-    # An earlier attempt may have stored the run and died before saying so: keep that one.
-    existing = Submission.objects.filter(
-        submitter=job.requested_by, client_run_id=client_run_id
-    ).first()
-    if existing is None:
-        existing = submit_run(
-            payload={**upload, "client_run_id": client_run_id},
-            channel=Channel.LAB_JOB,
-            submitter=job.requested_by,
-            is_verified=True,
-        ).submission
-    with transaction.atomic():
+    # The run and the job's success commit together.
+    with _follow_ups_may_be_lost(job_id), transaction.atomic():
+        # An earlier attempt may have stored the run and died before saying so: keep that one.
+        existing = Submission.objects.filter(
+            submitter=job.requested_by, client_run_id=client_run_id
+        ).first()
+        if existing is None:
+            existing = submit_run(
+                payload={**upload, "client_run_id": client_run_id},
+                channel=Channel.LAB_JOB,
+                submitter=job.requested_by,
+                is_verified=True,
+            ).submission
         _still_ours(job_id, attempt).update(
             status=Status.SUCCEEDED, finished_at=timezone.now(), run=existing.run
         )
@@ -186,12 +208,13 @@ def finish_job(*, job_id: int, attempt: int, upload: dict) -> BenchmarkJob:
         job.refresh_from_db()
         if job.status == Status.SUCCEEDED:
             _notify_on_commit(job)
+    job.refresh_from_db()
     return job
 
 
 def fail_job(*, job_id: int, attempt: int, error: str, cancelled: bool = False) -> BenchmarkJob:
     status = Status.CANCELLED if cancelled else Status.FAILED
-    with transaction.atomic():
+    with _follow_ups_may_be_lost(job_id), transaction.atomic():
         _still_ours(job_id, attempt).update(
             status=status, finished_at=timezone.now(), error=error[:5000]
         )
@@ -199,7 +222,23 @@ def fail_job(*, job_id: int, attempt: int, error: str, cancelled: bool = False) 
         job = BenchmarkJob.objects.get(pk=job_id)
         if job.status == status:
             _notify_on_commit(job)
-    return job
+    return BenchmarkJob.objects.get(pk=job_id)
+
+
+@contextmanager
+def _follow_ups_may_be_lost(job_id: int) -> Iterator[None]:
+    """A broker outage while a job ends must not undo or misreport the stored outcome.
+
+    The tasks queued with on_commit (the notice, the stack stats refresh) are published after
+    the commit, so when the broker is down the outcome is already stored: log and go on. Without
+    this the runner saw an exception after a successful finish and added a stray run_failed.
+    """
+    try:
+        yield
+    except BrokerError:
+        log.warning(
+            "job %s: stored, but its follow-up tasks were lost (broker down)", job_id, exc_info=True
+        )
 
 
 def requeue_job(*, job_id: int, attempt: int, error: str) -> bool:
@@ -222,9 +261,13 @@ def _notify_on_commit(job: BenchmarkJob) -> None:
 
 
 def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:
-    """Requeue jobs whose worker died, or fail them once their attempts are used up."""
+    """Requeue jobs whose worker died, or fail them once their attempts are used up; resend
+    queued jobs whose message never reached the broker."""
     now = now or timezone.now()
-    counts = {"requeued": 0, "failed": 0}
+    counts = {"requeued": 0, "failed": 0, "resent": 0}
+    unsent = BenchmarkJob.objects.undispatched(now - UNSENT_GRACE).order_by("created_at")
+    for job_id, pool, priority in unsent.values_list("pk", "pool", "priority")[:limit]:
+        counts["resent"] += dispatch_job(job_id=job_id, pool=pool, priority=priority)
     for job in BenchmarkJob.objects.stale(now - STALE_AFTER).order_by("heartbeat_at")[:limit]:
         with transaction.atomic():
             live = (
@@ -244,7 +287,8 @@ def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:
             if live.attempts < live.max_attempts and live.cancel_requested_at is None:
                 live.status = Status.QUEUED
                 live.heartbeat_at = None
-                live.save(update_fields=["status", "heartbeat_at"])
+                live.dispatched_at = None
+                live.save(update_fields=["status", "heartbeat_at", "dispatched_at"])
                 _enqueue_on_commit(live)
                 counts["requeued"] += 1
             else:

@@ -91,13 +91,13 @@ def test_the_reaper_requeues_then_fails_a_job_whose_worker_never_returns(operato
     long_ago = timezone.now() - timedelta(minutes=10)
     BenchmarkJob.objects.filter(pk=job.pk).update(status="running", heartbeat_at=long_ago)
 
-    assert services.reap_stale_jobs() == {"requeued": 1, "failed": 0}
+    assert services.reap_stale_jobs() == {"requeued": 1, "failed": 0, "resent": 0}
     job.refresh_from_db()
     assert (job.status, job.attempts) == ("queued", 1)
 
     assert services.claim_job(job_id=job.pk, host=host).attempts == 2
     BenchmarkJob.objects.filter(pk=job.pk).update(heartbeat_at=long_ago)
-    assert services.reap_stale_jobs() == {"requeued": 0, "failed": 1}
+    assert services.reap_stale_jobs() == {"requeued": 0, "failed": 1, "resent": 0}
     job.refresh_from_db()
     assert job.status == "failed" and "stopped responding" in job.error
     assert services.claim_job(job_id=job.pk, host=host) is None  # final: nobody claims it

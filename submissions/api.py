@@ -342,7 +342,7 @@ class DeviceTokenView(APIView):
         try:
             api_key = poll_device_token(device_code=device_code)
         except DeviceTokenError as exc:
-            headers = {"Retry-After": "10"} if exc.code == "slow_down" else {}
+            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
             raise ApiError(exc.status, exc.code, str(exc), headers=headers) from None
         return Response({"api_key": api_key, "scopes": ["read", "submit"]})
 

@@ -351,10 +351,11 @@ def approve_device_authorization(*, user_code: str, user: User) -> DeviceAuthori
 
 
 class DeviceTokenError(Exception):
-    def __init__(self, code: str, status: int, message: str) -> None:
+    def __init__(self, code: str, status: int, message: str, retry_after: int = 0) -> None:
         super().__init__(message)
         self.code = code
         self.status = status
+        self.retry_after = retry_after
 
 
 def poll_device_token(*, device_code: str) -> str:
@@ -381,7 +382,9 @@ def poll_device_token(*, device_code: str) -> str:
             auth.interval = min(auth.interval + 5, 60)
             auth.last_polled_at = now
             auth.save(update_fields=["last_polled_at", "interval"])
-            error = DeviceTokenError("slow_down", 429, f"Poll at most every {auth.interval} s.")
+            error = DeviceTokenError(
+                "slow_down", 429, f"Poll at most every {auth.interval} s.", auth.interval
+            )
         elif auth.state == DeviceAuthorization.State.PENDING:
             auth.last_polled_at = now
             auth.save(update_fields=["last_polled_at"])

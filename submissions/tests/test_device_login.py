@@ -50,6 +50,9 @@ def test_the_full_device_login_flow(alice_client: Client, alice, smoke_run: dict
     assert too_fast.json()["error"]["code"] == "slow_down"
     assert too_fast.headers["Retry-After"] == "10"
     assert DeviceAuthorization.objects.get().interval == 10  # the client must slow down
+    again = post_json(cli, "/api/v1/device/token", {"device_code": started["device_code"]})
+    assert again.json()["error"]["code"] == "slow_down"
+    assert again.headers["Retry-After"] == "15"  # the header follows the grown interval
 
     page = alice_client.get(started["verification_uri_complete"].split("testserver")[-1])
     assert started["user_code"] in page.content.decode()

@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20)
     args = parser.parse_args()
 
+    from bench.loadlib import fresh_database
     from worker.engine.testing.xllama_launcher import MODEL_ALIAS, start_server
 
     work = Path(tempfile.mkdtemp(prefix="job-latency-"))
@@ -70,21 +71,7 @@ def main() -> None:
         "DEBUG": "True",
         "BENCHLOOP_VAR_DIR": str(work),
     }
-    subprocess.run(
-        [
-            "psql",
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-qc",
-            f"DROP DATABASE IF EXISTS {DB}",
-            "-c",
-            f"CREATE DATABASE {DB}",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    fresh_database(DB)
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
     subprocess.run(["redis-cli", "-n", "11", "flushdb"], check=True, capture_output=True)

@@ -12,7 +12,6 @@ import copy
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,20 +26,10 @@ import httpx
 import psycopg
 import pytest
 
+from worker.engine.testing.xllama_launcher import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = 3
-
-
-def _free_port() -> int:
-    """A free port in the range this drill may use (8700-8799)."""
-    for port in range(8760, 8800):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 8760-8799")
 
 
 def _pg_bin(name: str) -> str:
@@ -100,7 +89,7 @@ def cluster() -> Iterator[Cluster]:
         capture_output=True,
         timeout=120,
     )
-    db = Cluster(data=data, port=_free_port(), as_postgres=as_postgres)
+    db = Cluster(data=data, port=free_port(), as_postgres=as_postgres)
     db.start()
     try:
         with psycopg.connect(
@@ -149,7 +138,7 @@ def site(cluster: Cluster, tmp_path_factory) -> Iterator[tuple[str, str]]:
         text=True,
         timeout=120,
     ).stdout.split()[-1]
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     with log.open("wb") as out:
         server = subprocess.Popen(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from django.views.debug import ExceptionReporter
 from submissions.models import ApiKey
 from submissions.services import create_api_key
 from submissions.tests.conftest import post_json
+from worker.engine.testing.xllama_launcher import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = re.compile(r"bl_[A-Za-z0-9]{40,}")
@@ -96,17 +96,6 @@ def test_an_error_report_hides_the_authorization_header(alice) -> None:
     assert "HTTP_AUTHORIZATION" in text and key not in text
 
 
-def _free_port() -> int:
-    for port in range(8800, 8900):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 8800-8899")
-
-
 def _production_gunicorn_args() -> list[str]:
     """The web service's gunicorn flags from docker-compose.yml, so the test follows them."""
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
@@ -132,7 +121,7 @@ def test_the_gunicorn_access_and_error_logs_never_hold_a_key(tmp_path, smoke_run
         ),
         "LOG_LEVEL": "DEBUG",
     }
-    port = _free_port()
+    port = free_port()
     args = _production_gunicorn_args()
     if "--access-logfile" in args:
         args[args.index("--access-logfile") + 1] = str(tmp_path / "access.log")

@@ -21,22 +21,12 @@ from pathlib import Path
 import pytest
 
 from runs.models import Run
+from worker.engine.testing.xllama_launcher import free_port
 from worker.models import BenchmarkJob, JobEvent
 from worker.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 TASKS = ["speed-p128-short", "speed-p128-medium"]  # the broker dies after the first
-
-
-def _free_port() -> int:
-    for port in range(8700, 8760):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 8700-8759")
 
 
 def _ping(port: int) -> bool:
@@ -77,7 +67,7 @@ class RedisServer:
 
 @pytest.fixture
 def drill_redis(tmp_path) -> Iterator[RedisServer]:
-    server = RedisServer(port=_free_port(), log_path=tmp_path / "redis.log")
+    server = RedisServer(port=free_port(), log_path=tmp_path / "redis.log")
     server.start()
     try:
         yield server

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from worker.engine.errors import EngineError
 from worker.engine.providers.base import ChatResponse
 from worker.engine.suites import RunContext, available_suites
@@ -80,3 +82,15 @@ def test_context_overflow_is_reported_as_skipped_with_the_reason():
     assert record["passed"] is False
     ran = {**record, "task_id": "lc-2k", "score": 100.0, "metadata": {}}
     assert SUITE.score([ran, record]) == 100.0
+
+
+@pytest.mark.llm
+def test_the_sizes_hold_in_a_real_tokenizer(llm_url):
+    """ "About 2K tokens" in SmolLM2's own tokenizer, not only by the 4-characters rule."""
+    import httpx
+
+    for task_id, target in (("lc-2k", 2000), ("lc-8k", 8000)):
+        prompt = TASKS[task_id]["messages"][1]["content"]
+        tokens = httpx.post(f"{llm_url}/tokenize", json={"content": prompt}, timeout=60)
+        count = len(tokens.json()["tokens"])
+        assert 0.85 * target < count < 1.15 * target, (task_id, count)

@@ -18,10 +18,44 @@ PLACEHOLDER = "{{CONTEXT}}"
 _DECOYS = ("Project Kestrel access code is KS-2291-T.", "Project Lumen access code is LM-8305-R.")
 
 
+_WORDS = [
+    "amber",
+    "basin",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "grove",
+    "harbor",
+    "inlet",
+    "juniper",
+    "kettle",
+    "lantern",
+    "meadow",
+    "nickel",
+    "orchard",
+    "pepper",
+    "quarry",
+    "ridge",
+    "saddle",
+    "timber",
+    "umber",
+    "valley",
+    "willow",
+    "yarrow",
+    "zephyr",
+]
+
+
 def filler_line(index: int) -> str:
-    tally = (index * 7331 + 90001) % 1_000_003
+    # Mostly words: digit runs cost one token per digit in many tokenizers (SmolLM2's filler
+    # of tallies came to 2.2 characters a token), while prose stays near 4 in all of them.
+    first, second, third = (
+        _WORDS[(index * k + c) % len(_WORDS)] for k, c in ((1, 0), (7, 3), (11, 5))
+    )
     return (
-        f"Ledger line {index:05d}: bay {index % 41} stock counted; tally {tally:06d}; all in order."
+        f"Ledger entry {index}: the {first} shipment reached the {second} depot, "
+        f"and the {third} crates were counted and found in order."
     )
 
 

@@ -101,6 +101,7 @@ class QuickPromptForm(forms.Form):
 class NotificationForm(forms.ModelForm):
     webhook_url = forms.URLField(
         required=False,
+        label="Webhook URL",
         assume_scheme="https",
         help_text="We POST a signed JSON body here when a job ends.",
     )

@@ -83,15 +83,15 @@ def import_records(
                     run = create_run(
                         record, key, is_demo=is_demo, is_verified=is_verified, published=published
                     )
-                    Submission.objects.create(
-                        run=run,
+                    decided_at = timezone.now() if status == Status.APPROVED else None
+                    _submission(
+                        run,
+                        record,
                         channel=channel,
                         status=status,
-                        client_run_id=record.client_run_id,
-                        submitter_name=record.submitter_name,
-                        source_name=source_name[:255],
-                        decided_at=timezone.now() if status == Status.APPROVED else None,
-                    )
+                        source_name=source_name,
+                        decided_at=decided_at,
+                    ).save()
                     if published:
                         board_cache.invalidate()
             except IntegrityError:
@@ -154,19 +154,7 @@ def _import_batch(
     machines: dict[str, Hardware | None] = {}
     rows = []
     for record, key, _name, _result in new:
-        stack_key = repr(
-            (
-                record.model_id,
-                record.quantization,
-                record.model_sha256,
-                record.engine,
-                record.harness,
-                record.context_length,
-                record.kv_cache_type,
-                record.draft_model,
-                record.launch_settings,
-            )
-        )
+        stack_key = normalize.stack_identity(**_stack_fields(record))
         if stack_key not in stacks:
             stacks[stack_key] = _stack_for(record)
         machine_key = repr(record.hardware)
@@ -187,14 +175,8 @@ def _import_batch(
     runs = Run.objects.bulk_create(rows)
     decided_at = timezone.now() if status == Status.APPROVED else None
     Submission.objects.bulk_create(
-        Submission(
-            run=run,
-            channel=channel,
-            status=status,
-            client_run_id=record.client_run_id,
-            submitter_name=record.submitter_name,
-            source_name=name[:255],
-            decided_at=decided_at,
+        _submission(
+            run, record, channel=channel, status=status, source_name=name, decided_at=decided_at
         )
         for run, (record, _key, name, _result) in zip(runs, new, strict=True)
     )
@@ -243,17 +225,36 @@ def _hardware_for(record: RunRecord) -> Hardware | None:
     )
 
 
+def _stack_fields(record: RunRecord) -> dict:
+    return {
+        "model_id": record.model_id,
+        "quantization": record.quantization,
+        "model_sha256": record.model_sha256,
+        "engine": record.engine,
+        "harness": record.harness,
+        "context_length": record.context_length,
+        "kv_cache_type": record.kv_cache_type,
+        "draft_model": record.draft_model,
+        "launch_settings": record.launch_settings,
+    }
+
+
 def _stack_for(record: RunRecord) -> Stack:
-    return Stack.for_identity(
-        model_id=record.model_id,
-        quantization=record.quantization,
-        model_sha256=record.model_sha256,
-        engine=record.engine,
-        harness=record.harness,
-        context_length=record.context_length,
-        kv_cache_type=record.kv_cache_type,
-        draft_model=record.draft_model,
-        launch_settings=record.launch_settings,
+    return Stack.for_identity(**_stack_fields(record))
+
+
+def _submission(
+    run: Run, record: RunRecord, *, channel: str, status: str, source_name: str, decided_at
+) -> Submission:
+    """The unsaved submission row that records where an imported run came from."""
+    return Submission(
+        run=run,
+        channel=channel,
+        status=status,
+        client_run_id=record.client_run_id,
+        submitter_name=record.submitter_name,
+        source_name=source_name[:255],
+        decided_at=decided_at,
     )
 
 

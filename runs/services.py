@@ -10,7 +10,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from leaderboard import cache as board_cache
-from runs import normalize
+from runs import bulk, normalize
 from runs.importers.records import RunRecord
 from runs.models import (
     SPEED_METRICS,
@@ -19,10 +19,7 @@ from runs.models import (
     Outcome,
     Run,
     ScoreScale,
-    SpeedSample,
     Stack,
-    SuiteResult,
-    TaskResult,
     Visibility,
 )
 from submissions.models import Channel, Status, Submission
@@ -149,19 +146,30 @@ def _import_batch(
             present.add(key)
             new.append((record, key, name, result))
         results.append(result)
-    # Most files share a few stacks and machines: look each up once.
-    stacks: dict[str, Stack] = {}
-    machines: dict[str, Hardware | None] = {}
-    rows = []
-    for record, key, _name, _result in new:
-        stack_key = normalize.stack_identity(**_stack_fields(record))
+    # Most files share a few stacks and machines: those that exist already are found with one
+    # query each.
+    stack_keys = [normalize.stack_identity(**_stack_fields(record)) for record, *_rest in new]
+    stacks: dict[str, Stack] = Stack.objects.in_bulk(
+        set(stack_keys), field_name="comparability_key"
+    )
+    machine_keys = [
+        normalize.hardware_identity(**_hardware_fields(record))["canonical_key"]
+        if record.hardware is not None
+        else ""
+        for record, *_rest in new
+    ]
+    machines: dict[str, Hardware | None] = {"": None}
+    machines.update(Hardware.objects.in_bulk(set(machine_keys), field_name="canonical_key"))
+    runs = []
+    for (record, key, _name, _result), stack_key, machine_key in zip(
+        new, stack_keys, machine_keys, strict=True
+    ):
         if stack_key not in stacks:
             stacks[stack_key] = _stack_for(record)
-        machine_key = repr(record.hardware)
         if machine_key not in machines:
             machines[machine_key] = _hardware_for(record)
         published = is_public(status, record.visibility, record.outcome)
-        rows.append(
+        runs.append(
             _new_run(
                 record,
                 key,
@@ -172,15 +180,16 @@ def _import_batch(
                 published=published,
             )
         )
-    runs = Run.objects.bulk_create(rows)
+    bulk.save_runs([(run, record.suites) for run, (record, *_rest) in zip(runs, new, strict=True)])
     decided_at = timezone.now() if status == Status.APPROVED else None
-    Submission.objects.bulk_create(
-        _submission(
-            run, record, channel=channel, status=status, source_name=name, decided_at=decided_at
-        )
-        for run, (record, _key, name, _result) in zip(runs, new, strict=True)
+    bulk.insert_instances(
+        [
+            _submission(
+                run, record, channel=channel, status=status, source_name=name, decided_at=decided_at
+            )
+            for run, (record, _key, name, _result) in zip(runs, new, strict=True)
+        ]
     )
-    _create_results([(run, record) for run, (record, *_rest) in zip(runs, new, strict=True)])
     for run, (*_rest, result) in zip(runs, new, strict=True):
         result.created.append(run)
     if any(run.published for run in runs):
@@ -188,41 +197,73 @@ def _import_batch(
     return results
 
 
+def run_identity(record: RunRecord) -> tuple[Stack, Hardware | None]:
+    """The stack and the machine a record belongs to, each created the first time it is seen."""
+    return _stack_for(record), _hardware_for(record)
+
+
+def ensure_identities(records: Iterable[RunRecord]) -> None:
+    """Create, each in its own short transaction, the stacks and machines these records need
+    that do not exist yet (those that do are found with one query each)."""
+    records = list(records)
+    stacks = {normalize.stack_identity(**_stack_fields(r)): r for r in records}
+    machines = {
+        normalize.hardware_identity(**_hardware_fields(r))["canonical_key"]: r
+        for r in records
+        if r.hardware is not None
+    }
+    present_stacks = Stack.objects.filter(comparability_key__in=stacks).values_list(
+        "comparability_key", flat=True
+    )
+    present_machines = Hardware.objects.filter(canonical_key__in=machines).values_list(
+        "canonical_key", flat=True
+    )
+    for key in stacks.keys() - set(present_stacks):
+        _stack_for(stacks[key])
+    for key in machines.keys() - set(present_machines):
+        _hardware_for(machines[key])
+
+
 def create_run(
     record: RunRecord,
     key: str,
     *,
+    identity: tuple[Stack, Hardware | None] | None = None,
     is_demo: bool = False,
     is_verified: bool = False,
     published: bool = False,
 ) -> Run:
     """The run with its hardware, stack, suites, tasks and samples (no submission)."""
+    stack, hardware = identity or run_identity(record)
     run = _new_run(
         record,
         key,
-        stack=_stack_for(record),
-        hardware=_hardware_for(record),
+        stack=stack,
+        hardware=hardware,
         is_demo=is_demo,
         is_verified=is_verified,
         published=published,
     )
-    run.save(force_insert=True)
-    _create_results([(run, record)])
+    bulk.save_runs([(run, record.suites)])
     return run
 
 
 def _hardware_for(record: RunRecord) -> Hardware | None:
     if record.hardware is None:
         return None
+    return Hardware.for_identity(**_hardware_fields(record))
+
+
+def _hardware_fields(record: RunRecord) -> dict:
     hw = record.hardware
-    return Hardware.for_identity(
-        cpu=hw.cpu,
-        gpu=hw.gpu,
-        gpu_count=hw.gpu_count,
-        vram_gb=hw.vram_gb,
-        ram_gb=hw.ram_gb,
-        os_name=hw.os_name,
-    )
+    return {
+        "cpu": hw.cpu,
+        "gpu": hw.gpu,
+        "gpu_count": hw.gpu_count,
+        "vram_gb": hw.vram_gb,
+        "ram_gb": hw.ram_gb,
+        "os_name": hw.os_name,
+    }
 
 
 def _stack_fields(record: RunRecord) -> dict:
@@ -306,60 +347,6 @@ def _new_run(
         published=published,
         raw_payload=record.raw_payload,
         **{name: record.speed.get(name) for name in SPEED_FIELDS},
-    )
-
-
-def _create_results(runs: list[tuple[Run, RunRecord]]) -> None:
-    """Suites, tasks and samples of saved runs: one INSERT per table, however many runs."""
-    suite_pairs = [(run, s) for run, record in runs for s in record.suites]
-    suites = SuiteResult.objects.bulk_create(
-        SuiteResult(
-            run=run,
-            suite=s.suite,
-            score=s.score,
-            task_count=s.task_count,
-            pass_count=s.pass_count,
-            fail_count=s.fail_count,
-            median_latency_ms=s.median_latency_ms,
-        )
-        for run, s in suite_pairs
-    )
-    task_pairs = [
-        (suite, task)
-        for suite, (_run, s) in zip(suites, suite_pairs, strict=True)
-        for task in s.tasks
-    ]
-    tasks = TaskResult.objects.bulk_create(
-        TaskResult(
-            suite_result=suite,
-            task_id=t.task_id,
-            passed=t.passed,
-            score=t.score,
-            latency_ms=t.latency_ms,
-            tokens_generated=t.tokens_generated,
-            tokens_prompt=t.tokens_prompt,
-            execution_ok=t.execution_ok,
-            finish_reason=t.finish_reason,
-            error=t.error,
-            output=t.output,
-            metadata=t.metadata,
-        )
-        for suite, t in task_pairs
-    )
-    SpeedSample.objects.bulk_create(
-        SpeedSample(
-            task_result=task,
-            trial_index=s.trial_index,
-            is_warmup=s.is_warmup,
-            ttft_ms=s.ttft_ms,
-            prefill_tps=s.prefill_tps,
-            decode_tps=s.decode_tps,
-            total_latency_ms=s.total_latency_ms,
-            tokens_generated=s.tokens_generated,
-            tokens_prompt=s.tokens_prompt,
-        )
-        for task, (_suite, t) in zip(tasks, task_pairs, strict=True)
-        for s in t.samples
     )
 
 

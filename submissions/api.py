@@ -18,9 +18,10 @@ from rest_framework.views import APIView
 from runs.importers import FormatError, UnsupportedVersion
 from runs.importers.records import load_json
 from runs.importers.upgrade import SCHEMA_PATH, check_versions, schema_errors, upgrade
+from runs.models import Run
 from submissions import keys
 from submissions.errors import ApiError
-from submissions.models import Channel, UploadAttempt
+from submissions.models import Channel, Submission, UploadAttempt
 from submissions.permissions import scope_required
 from submissions.services import (
     DEVICE_CODE_LIFETIME,
@@ -83,10 +84,34 @@ def read_json_body(request: Request) -> dict:
             "The body must be a JSON object.",
             [{"path": "(body)", "message": "expected an object"}],
         )
-    problem, path = _unsafe_value(data)
-    if problem:
+    # NUL and lone surrogates can only come from \u escapes: without one, strings are fine.
+    if not _storable(data, check_text=b"\\u" in raw):
+        problem, path = _unsafe_value(data)
         raise ApiError(400, "invalid", problem, [{"path": path, "message": problem}])
     return data
+
+
+def _storable(value: dict | list, *, check_text: bool, level: int = 0) -> bool:
+    """Whether _unsafe_value finds nothing, answered without building any path: this runs on
+    every upload, the slow walk only on the rare one that fails."""
+    if level >= MAX_JSON_DEPTH and value:
+        return False  # its children would be deeper than the limit
+    if isinstance(value, dict):
+        if check_text and not all(_is_text(key) for key in value):
+            return False
+        children = value.values()
+    else:
+        children = value
+    for child in children:
+        if isinstance(child, dict | list):
+            if not _storable(child, check_text=check_text, level=level + 1):
+                return False
+        elif isinstance(child, float):
+            if not math.isfinite(child):
+                return False
+        elif check_text and isinstance(child, str) and not _is_text(child):
+            return False
+    return True
 
 
 def _unsafe_value(value: object, path: str = "", level: int = 0) -> tuple[str, str]:
@@ -126,11 +151,12 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def validate_upload(data: dict) -> None:
-    """422 for unknown majors, 400 with every failing path for schema violations."""
+def validate_upload(data: dict) -> tuple[dict, str, str]:
+    """422 for unknown majors, 400 with every failing path for schema violations; else what
+    upgrade(data) returns, for submit_run."""
     try:
         check_versions(data)
-        bundle, kind, _visibility = upgrade(data)
+        bundle, kind, bundle_visibility = upgrade(data)
     except UnsupportedVersion as exc:
         raise ApiError(
             422,
@@ -162,12 +188,13 @@ def validate_upload(data: dict) -> None:
                 }
             ],
         )
+    return bundle, kind, bundle_visibility
 
 
 def _submit(data: dict, **kwargs) -> UploadOutcome:
-    validate_upload(data)
+    upgraded = validate_upload(data)
     try:
-        return submit_run(payload=data, **kwargs)
+        return submit_run(payload=data, upgraded=upgraded, **kwargs)
     except UnsupportedVersion as exc:
         raise ApiError(422, "unsupported_version", exc.message) from None
     except FormatError as exc:
@@ -218,9 +245,13 @@ class RunUploadView(APIView):
 
 def _upload_result(outcome: UploadOutcome) -> dict:
     submission = outcome.submission
-    attempts = UploadAttempt.objects.filter(
-        stack_id=submission.run.stack_id, submitter_id=submission.submitter_id
+    # A repeat's run is not loaded (its stored payload is large): ask for its stack only.
+    stack_id = (
+        submission.run.stack_id
+        if Submission.run.is_cached(submission)
+        else Run.objects.filter(pk=submission.run_id).values_list("stack_id", flat=True).get()
     )
+    attempts = UploadAttempt.objects.filter(stack_id=stack_id, submitter_id=submission.submitter_id)
     if submission.submitter_id is None:
         attempts = attempts.filter(anonymous_key=submission.uploader_key)
     return {

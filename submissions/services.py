@@ -15,10 +15,17 @@ from django.utils import timezone
 from leaderboard import cache as board_cache
 from runs import normalize
 from runs.importers import parse_run_payload
-from runs.importers.records import RunRecord, json_copy
+from runs.importers.records import RunRecord
 from runs.models import Run
-from runs.services import create_run, fingerprint, refresh_stack_stats, set_published
-from runs.tasks import refresh_stack_stats_task
+from runs.services import (
+    create_run,
+    fingerprint,
+    is_public,
+    refresh_stack_stats,
+    run_identity,
+    set_published,
+)
+from runs.tasks import refresh_stack_soon
 from submissions import integrity, keys
 from submissions.models import (
     ApiKey,
@@ -51,21 +58,30 @@ class UploadOutcome:
 
 
 def scrub_payload(payload: dict) -> dict:
-    """The payload without machine ids, endpoints or a URL smuggled into machine.backend."""
-    clean = json_copy(payload)
-    for body in (clean, clean.get("run") if isinstance(clean.get("run"), dict) else None):
-        if not isinstance(body, dict):
-            continue
-        machine = body.get("machine")
-        if isinstance(machine, dict):
-            for field in PRIVATE_MACHINE_FIELDS:
-                machine.pop(field, None)
-            backend = machine.get("backend")
-            if isinstance(backend, str) and ":" in backend:
-                machine["backend"] = backend.split(":", 1)[0]
-            machine.pop("gpu_details", None)
-        for field in ("user_id", "traceback"):
-            body.pop(field, None)
+    """The payload without machine ids, endpoints or a URL smuggled into machine.backend.
+
+    Only the objects it changes are copied (the body and its machine): the rest, tasks
+    included, is shared with `payload`, which is left as it was.
+    """
+    clean = _scrub_body(payload)
+    if isinstance(clean.get("run"), dict):
+        clean["run"] = _scrub_body(clean["run"])
+    return clean
+
+
+def _scrub_body(body: dict) -> dict:
+    clean = {k: v for k, v in body.items() if k not in ("user_id", "traceback")}
+    machine = clean.get("machine")
+    if isinstance(machine, dict):
+        machine = {
+            k: v
+            for k, v in machine.items()
+            if k not in PRIVATE_MACHINE_FIELDS and k != "gpu_details"
+        }
+        backend = machine.get("backend")
+        if isinstance(backend, str) and ":" in backend:
+            machine["backend"] = backend.split(":", 1)[0]
+        clean["machine"] = machine
     return clean
 
 
@@ -82,13 +98,15 @@ def submit_run(
     api_key: ApiKey | None = None,
     uploader_key: str = "",
     is_verified: bool = False,
+    upgraded: tuple[dict, str, str] | None = None,
 ) -> UploadOutcome:
     """Store an upload once: repeats and identical content return the existing submission.
 
-    Raises FormatError/UnsupportedVersion for bad payloads and SubmissionConflict when another
+    `upgraded` is what `upgrade(payload)` returned, when the caller has it already. Raises
+    FormatError/UnsupportedVersion for bad payloads and SubmissionConflict when another
     account already owns the run.
     """
-    record = parse_run_payload(payload)
+    record = parse_run_payload(payload, upgraded=upgraded)
     record.raw_payload = scrub_payload(payload)
     digest = content_hash(payload)
     if not record.client_run_id:
@@ -117,26 +135,42 @@ def submit_run(
 
 
 def _existing(record: RunRecord, submitter: User | None, digest: str) -> UploadOutcome | None:
+    """The submission this upload repeats, if any. New uploads are the common case: each
+    lookup reads an id only, and the submission is loaded once one matches."""
     if submitter is not None:
-        found = Submission.objects.filter(
-            submitter=submitter, client_run_id=record.client_run_id
-        ).first()
-        if found and found.content_hash and found.content_hash != digest:
+        row = (
+            Submission.objects.filter(submitter=submitter, client_run_id=record.client_run_id)
+            .values_list("pk", "content_hash")
+            .first()
+        )
+        if row and row[1] and row[1] != digest:
             # An idempotency key reused for another body is a client bug, not a repeat.
             raise SubmissionConflict(
                 f"client run id {record.client_run_id!r} was already used for a different run."
             )
-        if found:
-            return UploadOutcome(submission=found, created=False)
-        found = Submission.objects.filter(submitter=submitter, content_hash=digest).first()
-        if found:
-            return UploadOutcome(submission=found, created=False, duplicate=True)
-    run = Run.objects.filter(fingerprint=fingerprint(record)).select_related("submission").first()
-    if run is None:
+        if row:
+            return UploadOutcome(submission=Submission.objects.get(pk=row[0]), created=False)
+        pk = (
+            Submission.objects.filter(submitter=submitter, content_hash=digest)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if pk:
+            return UploadOutcome(
+                submission=Submission.objects.get(pk=pk), created=False, duplicate=True
+            )
+    row = (
+        Submission.objects.filter(run__fingerprint=fingerprint(record))
+        .values_list("pk", "submitter_id")
+        .first()
+    )
+    if row is None:
         return None
-    if run.submission.submitter_id != (submitter.id if submitter else None):
+    if row[1] != (submitter.id if submitter else None):
         raise SubmissionConflict("This run was already submitted by another account.")
-    return UploadOutcome(submission=run.submission, created=False, duplicate=True)
+    return UploadOutcome(
+        submission=Submission.objects.get(pk=row[0]), created=False, duplicate=True
+    )
 
 
 def _create(
@@ -149,14 +183,25 @@ def _create(
     digest: str,
     is_verified: bool,
 ) -> Submission:
-    run = create_run(record, fingerprint(record), is_verified=is_verified)
-    gpu_model = run.hardware.gpu_model if run.hardware else ""
+    stack, hardware = run_identity(record)
+    gpu_model = hardware.gpu_model if hardware else ""
     reasons = (
         []
         if channel == Channel.LAB_JOB
-        else integrity.check_run(record, model_key=run.stack.model_id, gpu_model=gpu_model)
+        else integrity.check_run(record, model_key=stack.model_id, gpu_model=gpu_model)
     )
     status = _initial_status(channel, submitter, reasons)
+    # Published from its INSERT, not by an UPDATE after it.
+    published = is_public(status, record.visibility, record.outcome)
+    run = create_run(
+        record,
+        fingerprint(record),
+        identity=(stack, hardware),
+        is_verified=is_verified,
+        published=published,
+    )
+    if published:
+        board_cache.invalidate()
     submission = Submission.objects.create(
         run=run,
         channel=channel,
@@ -183,9 +228,8 @@ def _create(
         stack=run.stack,
         run=run,
     )
-    set_published(run, status)
-    if run.published:
-        refresh_stack_stats_task.delay_on_commit(run.stack_id)
+    if published:
+        refresh_stack_soon(run.stack_id)
     return submission
 
 
@@ -230,7 +274,7 @@ def moderate_submission(
         # it again after the commit, when decisions on the same stack made concurrently in
         # other transactions are visible too.
         refresh_stack_stats(stack_ids=[locked.run.stack_id])
-        refresh_stack_stats_task.delay_on_commit(locked.run.stack_id)
+        refresh_stack_soon(locked.run.stack_id)
         if locked.submitter_id and locked.submitter.email and previous != status:
             transaction.on_commit(lambda: _notify_decision(locked))
     submission.refresh_from_db()
@@ -286,7 +330,7 @@ def delete_run(*, submission: Submission) -> None:
         UploadAttempt.objects.filter(run=run).update(run=None)
         run.delete()
         board_cache.invalidate()
-        refresh_stack_stats_task.delay_on_commit(stack_id)
+        refresh_stack_soon(stack_id)
 
 
 def set_trusted(*, user: User, trusted: bool, moderator: User) -> SubmitterProfile:

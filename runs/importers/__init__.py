@@ -9,7 +9,7 @@ from runs.importers.exports import (
     parse_leaderboard_v2,
     parse_speed_jsonl,
 )
-from runs.importers.records import FormatError, Node, RunRecord, load_json
+from runs.importers.records import FormatError, JsonText, Node, RunRecord, load_json
 from runs.importers.runjson import check_not_empty, parse_run
 from runs.importers.upgrade import UnsupportedVersion, upgrade
 
@@ -22,10 +22,16 @@ __all__ = [
     "parse_document",
     "parse_path",
     "parse_run_payload",
+    "read_file",
 ]
 
 
 def parse_path(path: Path, *, model_id: str = "") -> list[RunRecord]:
+    return _parse_file(path, model_id)[0]
+
+
+def _parse_file(path: Path, model_id: str) -> tuple[list[RunRecord], str, object]:
+    """(records, the file's text, its parsed JSON document or None for JSONL)."""
     if path.stat().st_size > MAX_FILE_BYTES:
         raise FormatError("", f"file is larger than {MAX_FILE_BYTES // 2**20} MiB")
     try:
@@ -33,8 +39,28 @@ def parse_path(path: Path, *, model_id: str = "") -> list[RunRecord]:
     except UnicodeDecodeError as exc:
         raise FormatError(f"byte {exc.start}", "not UTF-8 text") from None
     if path.suffix == ".jsonl":
-        return parse_speed_jsonl(text, model_id=model_id)
-    return parse_document(load_json(text, position="line {line} column {column}"))
+        return parse_speed_jsonl(text, model_id=model_id), text, None
+    document = load_json(text, position="line {line} column {column}")
+    return parse_document(document), text, document
+
+
+def read_file(path: Path, model_id: str = "") -> tuple[list[RunRecord], str]:
+    """(records, "") or ([], why the file is rejected), for parser processes: payloads and
+    task metadata come back as JsonText."""
+    try:
+        records, text, document = _parse_file(path, model_id)
+    except FormatError as exc:
+        return [], str(exc)
+    except OSError as exc:
+        return [], f"cannot read ({exc.strerror})"
+    for record in records:
+        # A run file's payload is the whole file: its text needs no second serialisation.
+        whole = record.raw_payload is document
+        record.raw_payload = JsonText(text) if whole else JsonText.of(record.raw_payload)
+        for suite in record.suites:
+            for task in suite.tasks:
+                task.metadata = JsonText.of(task.metadata)
+    return records, ""
 
 
 def detect_format(data: object) -> str:
@@ -52,9 +78,10 @@ def detect_format(data: object) -> str:
     return "run"
 
 
-def parse_run_payload(data: dict) -> RunRecord:
-    """Any run-shaped payload, through the upgrader chain, into one record."""
-    bundle, kind, visibility = upgrade(data)
+def parse_run_payload(data: dict, *, upgraded: tuple[dict, str, str] | None = None) -> RunRecord:
+    """Any run-shaped payload, through the upgrader chain (unless `upgraded` already holds
+    what upgrade(data) returns), into one record."""
+    bundle, kind, visibility = upgraded or upgrade(data)
     node = Node(bundle, "run" if kind == "envelope-v3" else "")
     record = parse_run(node, kind)
     record.visibility = visibility if visibility in ("public", "unlisted", "private") else "public"

@@ -40,6 +40,24 @@ def json_copy(value: Any) -> Any:
     return value
 
 
+class JsonText(str):
+    """A JSON document already serialised, stored as it is: parser processes send payloads
+    and task metadata this way, since a string crosses a process boundary far faster than
+    the dicts it encodes and needs no second json.dumps to be written."""
+
+    @classmethod
+    def of(cls, value: Any) -> JsonText:
+        return value if isinstance(value, JsonText) else cls(json.dumps(value))
+
+    def load(self) -> Any:
+        return json.loads(self)
+
+
+def as_json_value(value: Any) -> Any:
+    """The parsed value of a JSON field that may hold JsonText."""
+    return value.load() if isinstance(value, JsonText) else value
+
+
 class FormatError(ValueError):
     """A file that cannot be imported; `position` says where (a JSON path or a line)."""
 
@@ -73,7 +91,7 @@ class TaskRecord:
     finish_reason: str = ""
     error: str = ""
     output: str = ""
-    metadata: dict = field(default_factory=dict)
+    metadata: dict | JsonText = field(default_factory=dict)
     samples: list[SampleRecord] = field(default_factory=list)
 
 
@@ -142,23 +160,41 @@ class RunRecord:
     visibility: str = "public"
     submitter_name: str = ""
     suites: list[SuiteRecord] = field(default_factory=list)
-    raw_payload: dict = field(default_factory=dict)
+    raw_payload: dict | JsonText = field(default_factory=dict)
 
 
 class Node:
-    """A JSON value with its path, so every type error names exactly where it is."""
+    """A JSON value with its path, so every type error names exactly where it is.
 
-    def __init__(self, value: Any, path: str = "") -> None:
+    The path is worked out only when an error needs it: a bundle has hundreds of fields and
+    almost never an error, so building every child's path string up front was a third of the
+    parse time.
+    """
+
+    __slots__ = ("value", "_path", "_parent", "_key")
+
+    def __init__(
+        self, value: Any, path: str = "", *, parent: Node | None = None, key: str | int = ""
+    ) -> None:
         self.value = value
-        self.path = path
+        self._path = path
+        self._parent = parent
+        self._key = key
+
+    @property
+    def path(self) -> str:
+        if self._parent is None:
+            return self._path
+        return self._parent._child_path(self._key)
 
     def fail(self, message: str) -> FormatError:
         return FormatError(self.path or "(top level)", message)
 
     def _child_path(self, key: str | int) -> str:
+        path = self.path
         if isinstance(key, int):
-            return f"{self.path}[{key}]"
-        return f"{self.path}.{key}" if self.path else key
+            return f"{path}[{key}]"
+        return f"{path}.{key}" if path else key
 
     def obj(self) -> dict:
         if not isinstance(self.value, dict):
@@ -169,20 +205,20 @@ class Node:
         return key in self.obj()
 
     def get(self, key: str, *, required: bool = True) -> Node:
-        data = self.obj()
+        data = self.value if isinstance(self.value, dict) else self.obj()
         if key not in data:
             if required:
                 raise FormatError(self._child_path(key), "is missing")
-            return Node(None, self._child_path(key))
-        return Node(data[key], self._child_path(key))
+            return Node(None, parent=self, key=key)
+        return Node(data[key], parent=self, key=key)
 
     def items(self) -> list[tuple[str, Node]]:
-        return [(k, Node(v, self._child_path(k))) for k, v in self.obj().items()]
+        return [(k, Node(v, parent=self, key=k)) for k, v in self.obj().items()]
 
     def list(self) -> list[Node]:
         if not isinstance(self.value, list):
             raise self.fail(f"expected a list, got {_kind(self.value)}")
-        return [Node(v, self._child_path(i)) for i, v in enumerate(self.value)]
+        return [Node(v, parent=self, key=i) for i, v in enumerate(self.value)]
 
     def str(self, *, default: str = "", max_length: int = MAX_STRING) -> str:
         if self.value is None:

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
+from django.db import connection, transaction
 
-from runs.importers import FormatError, parse_path
-from runs.services import import_batch, refresh_stack_stats
+from runs.importers import RunRecord, read_file
+from runs.services import ensure_identities, import_batch, refresh_stack_stats
 
 DATA_SUFFIXES = (".json", ".jsonl")
 # Files imported between two commits: one commit per file spent most of its time waiting for
 # the disk, and refreshing the same stacks after every file repeated the same queries.
 FILES_PER_COMMIT = 50
+# Below this many files, starting parser processes costs more than it saves.
+PARALLEL_FROM = 100
+# Batches written at once, each by a thread with its own connection: while one waits for
+# Postgres, the other prepares its rows.
+WRITERS = 2
 
 
 class Command(BaseCommand):
@@ -24,40 +34,84 @@ class Command(BaseCommand):
         parser.add_argument(
             "--model", default="", help="model id for speed-probe JSONL, which does not name one"
         )
-
-    def handle(self, *args, paths: list[Path], model: str, **options) -> None:
-        files = self._expand(paths)
-        created = skipped = rejected = 0
-        for start in range(0, len(files), FILES_PER_COMMIT):
-            # A file that cannot be read or parsed changes nothing; the others in a batch share
-            # one commit, one INSERT per table and one refresh of the stacks they touched.
-            with transaction.atomic():
-                parsed: list[tuple[Path, list]] = []
-                for path in files[start : start + FILES_PER_COMMIT]:
-                    try:
-                        parsed.append((path, parse_path(path, model_id=model)))
-                    except FormatError as exc:
-                        rejected += 1
-                        self.stderr.write(f"rejected {path}: {exc}")
-                    except OSError as exc:
-                        rejected += 1
-                        self.stderr.write(f"rejected {path}: cannot read ({exc.strerror})")
-                results = import_batch([(path.name, records) for path, records in parsed])
-                touched: set[int] = set()
-                for (path, _records), result in zip(parsed, results, strict=True):
-                    touched |= result.stack_ids
-                    created += len(result.created)
-                    skipped += len(result.skipped)
-                    self.stdout.write(
-                        f"{path}: created {len(result.created)}, skipped "
-                        f"{len(result.skipped)} already present"
-                    )
-                refresh_stack_stats(stack_ids=touched)
-        self.stdout.write(
-            f"total: {created} created, {skipped} skipped, {rejected} file(s) rejected"
+        parser.add_argument(
+            "--jobs",
+            type=int,
+            default=os.cpu_count() or 1,
+            help="processes that parse files while this one writes (1: parse here)",
         )
-        if rejected:
-            raise CommandError(f"{rejected} file(s) rejected; nothing from them was imported")
+
+    def handle(self, *args, paths: list[Path], model: str, jobs: int, **options) -> None:
+        files = self._expand(paths)
+        parallel = jobs > 1 and len(files) >= PARALLEL_FROM
+        self.created = self.skipped = self.rejected = 0
+        touched: set[int] = set()
+        try:
+            with ThreadPoolExecutor(max_workers=WRITERS) as writers:
+                pending: deque = deque()
+                for batch in self._parsed_batches(files, model, jobs if parallel else 1):
+                    good = self._report_rejected(batch)
+                    if not parallel:
+                        touched |= self._report_written(good, _write(good))
+                        continue
+                    # Writers in two transactions at once must not both create one stack
+                    # (each would wait on the other's row): create new ones first.
+                    ensure_identities([r for _path, records in good for r in records])
+                    pending.append((good, writers.submit(_write_in_thread, good)))
+                    # One batch is written while the next is prepared; no more are held.
+                    while len(pending) > WRITERS:
+                        good, future = pending.popleft()
+                        touched |= self._report_written(good, future.result())
+                while pending:
+                    good, future = pending.popleft()
+                    touched |= self._report_written(good, future.result())
+        finally:
+            # Once for the whole import, and also after a failure, for what was committed.
+            refresh_stack_stats(stack_ids=touched)
+        self.stdout.write(
+            f"total: {self.created} created, {self.skipped} skipped, "
+            f"{self.rejected} file(s) rejected"
+        )
+        if self.rejected:
+            raise CommandError(f"{self.rejected} file(s) rejected; nothing from them was imported")
+
+    def _report_rejected(self, batch) -> list[tuple[Path, list[RunRecord]]]:
+        """The batch's good files; a file that cannot be read or parsed changes nothing."""
+        good = []
+        for path, records, problem in batch:
+            if problem:
+                self.rejected += 1
+                self.stderr.write(f"rejected {path}: {problem}")
+            else:
+                good.append((path, records))
+        return good
+
+    def _report_written(self, good, results) -> set[int]:
+        touched: set[int] = set()
+        for (path, _records), result in zip(good, results, strict=True):
+            touched |= result.stack_ids
+            self.created += len(result.created)
+            self.skipped += len(result.skipped)
+            self.stdout.write(
+                f"{path}: created {len(result.created)}, skipped "
+                f"{len(result.skipped)} already present"
+            )
+        return touched
+
+    def _parsed_batches(
+        self, files: list[Path], model: str, jobs: int
+    ) -> Iterator[list[tuple[Path, list[RunRecord], str]]]:
+        """Files in batches of FILES_PER_COMMIT, in order, parsed by `jobs` processes."""
+        if jobs <= 1 or len(files) < PARALLEL_FROM:
+            parsed = (read_file(path, model) for path in files)
+            yield from _batches(files, parsed)
+            return
+        # Spawned, not forked: a forked child would share this process's database socket.
+        # read_file's module needs no Django, so the children start in a fraction of a second.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            parsed = pool.map(read_file, files, [model] * len(files), chunksize=8)
+            yield from _batches(files, parsed)
 
     def _expand(self, paths: list[Path]) -> list[Path]:
         files: list[Path] = []
@@ -69,3 +123,27 @@ class Command(BaseCommand):
             else:
                 raise CommandError(f"{path}: no such file or folder")
         return files
+
+
+def _write(good: list[tuple[Path, list[RunRecord]]]) -> list:
+    """One batch in one transaction: one commit and one COPY per table for all its files."""
+    with transaction.atomic():
+        return import_batch([(path.name, records) for path, records in good])
+
+
+def _write_in_thread(good: list[tuple[Path, list[RunRecord]]]) -> list:
+    try:
+        return _write(good)
+    finally:
+        connection.close()  # the writer thread's own connection
+
+
+def _batches(files, parsed) -> Iterator[list[tuple[Path, list[RunRecord], str]]]:
+    batch = []
+    for path, (records, problem) in zip(files, parsed, strict=True):
+        batch.append((path, records, problem))
+        if len(batch) == FILES_PER_COMMIT:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,65 @@
+"""A burst of published uploads to one stack queues one refresh on the real broker, and a
+change after that refresh has started queues another."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from benchloop_site.celery import app
+from runs.models import Stack
+from runs.tasks import refresh_stack_stats_task
+from submissions.models import Channel, SubmitterProfile
+from submissions.services import submit_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def private_queue():
+    """Messages go to a queue of this test's own on the real Redis broker: (name, length)."""
+    name = f"test-refresh-{uuid.uuid4().hex[:12]}"
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = name
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    # Pending marks left by earlier runs on a recreated database would name the same ids.
+    database = connection.settings_dict["NAME"]
+    for key in client.scan_iter(f"*stack-refresh:{database}:*"):
+        client.delete(key)
+    try:
+        yield lambda: client.llen(name)
+    finally:
+        app.conf.task_default_queue = previous
+        client.delete(name)
+
+
+def _upload(user, smoke_run: dict, number: int):
+    payload = {**smoke_run, "run_id": f"burst-{number}", "total_runtime_sec": 100 + number}
+    return submit_run(payload=payload, channel=Channel.API_KEY, submitter=user).submission
+
+
+def test_a_burst_queues_one_refresh_per_stack(
+    alice, smoke_run, private_queue, django_capture_on_commit_callbacks
+) -> None:
+    SubmitterProfile.objects.create(user=alice, is_trusted=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = _upload(alice, smoke_run, 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        _upload(alice, smoke_run, 2)
+        _upload(alice, smoke_run, 3)
+    assert first.status == "approved"
+    assert private_queue() == 1
+
+    # The worker takes it: the refresh sees all three runs.
+    stack_id = first.run.stack_id
+    refresh_stack_stats_task(stack_id)
+    assert Stack.objects.get(pk=stack_id).published_run_count == 3
+
+    # Once a refresh has started, the next change queues its own.
+    with django_capture_on_commit_callbacks(execute=True):
+        _upload(alice, smoke_run, 4)
+    assert private_queue() == 2

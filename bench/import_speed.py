@@ -1,4 +1,5 @@
-"""Import speed: `manage.py import_results` on N generated v3 run bundles, one file each.
+"""Import speed: `manage.py import_results` (parser processes, COPY writes) on N generated v3
+run bundles, one file each.
 
 The bundles are the upload benchmark's (`bench/load_submit.py`): the smoke-profile fixture as
 bundle 1 (~30 KB, 3 suites, 39 tasks, 27 speed trials), each with its own model, GPU, time and

@@ -244,7 +244,7 @@ SPECTACULAR_SETTINGS = {
 CACHES = {
     "default": (
         {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "benchloop_site.cache.ReusingRedisCache",
             "LOCATION": os.environ.get("CACHE_URL", CELERY_BROKER_URL),
         }
         if CELERY_BROKER_URL.startswith("redis://")

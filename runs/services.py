@@ -146,35 +146,16 @@ def _import_batch(
             present.add(key)
             new.append((record, key, name, result))
         results.append(result)
-    # Most files share a few stacks and machines: those that exist already are found with one
-    # query each.
-    stack_keys = [normalize.stack_identity(**_stack_fields(record)) for record, *_rest in new]
-    stacks: dict[str, Stack] = Stack.objects.in_bulk(
-        set(stack_keys), field_name="comparability_key"
-    )
-    machine_keys = [
-        normalize.hardware_identity(**_hardware_fields(record))["canonical_key"]
-        if record.hardware is not None
-        else ""
-        for record, *_rest in new
-    ]
-    machines: dict[str, Hardware | None] = {"": None}
-    machines.update(Hardware.objects.in_bulk(set(machine_keys), field_name="canonical_key"))
+    identities = resolve_identities([record for record, *_rest in new])
     runs = []
-    for (record, key, _name, _result), stack_key, machine_key in zip(
-        new, stack_keys, machine_keys, strict=True
-    ):
-        if stack_key not in stacks:
-            stacks[stack_key] = _stack_for(record)
-        if machine_key not in machines:
-            machines[machine_key] = _hardware_for(record)
+    for (record, key, _name, _result), (stack, hardware) in zip(new, identities, strict=True):
         published = is_public(status, record.visibility, record.outcome)
         runs.append(
             _new_run(
                 record,
                 key,
-                stack=stacks[stack_key],
-                hardware=machines[machine_key],
+                stack=stack,
+                hardware=hardware,
                 is_demo=False,
                 is_verified=False,
                 published=published,
@@ -199,29 +180,33 @@ def _import_batch(
 
 def run_identity(record: RunRecord) -> tuple[Stack, Hardware | None]:
     """The stack and the machine a record belongs to, each created the first time it is seen."""
-    return _stack_for(record), _hardware_for(record)
+    return resolve_identities([record])[0]
 
 
-def ensure_identities(records: Iterable[RunRecord]) -> None:
-    """Create, each in its own short transaction, the stacks and machines these records need
-    that do not exist yet (those that do are found with one query each)."""
-    records = list(records)
-    stacks = {normalize.stack_identity(**_stack_fields(r)): r for r in records}
-    machines = {
-        normalize.hardware_identity(**_hardware_fields(r))["canonical_key"]: r
-        for r in records
-        if r.hardware is not None
-    }
-    present_stacks = Stack.objects.filter(comparability_key__in=stacks).values_list(
-        "comparability_key", flat=True
-    )
-    present_machines = Hardware.objects.filter(canonical_key__in=machines).values_list(
-        "canonical_key", flat=True
-    )
-    for key in stacks.keys() - set(present_stacks):
-        _stack_for(stacks[key])
-    for key in machines.keys() - set(present_machines):
-        _hardware_for(machines[key])
+def resolve_identities(records: list[RunRecord]) -> list[tuple[Stack, Hardware | None]]:
+    """Each record's (stack, machine). Most records share a few of each: those that exist are
+    found with one query per table, the others created once each (in a short transaction of
+    their own when called outside one)."""
+    keys = [_identity_keys(record) for record in records]
+    stacks = Stack.objects.in_bulk({stack for stack, _ in keys}, field_name="comparability_key")
+    machines: dict[str, Hardware | None] = {"": None}
+    machines.update(Hardware.objects.in_bulk({m for _, m in keys if m}, field_name="canonical_key"))
+    found = []
+    for record, (stack_key, machine_key) in zip(records, keys, strict=True):
+        if stack_key not in stacks:
+            stacks[stack_key] = _stack_for(record)
+        if machine_key not in machines:
+            machines[machine_key] = _hardware_for(record)
+        found.append((stacks[stack_key], machines[machine_key]))
+    return found
+
+
+def _identity_keys(record: RunRecord) -> tuple[str, str]:
+    """The record's stack key and machine key ("" without hardware), as the models store them."""
+    machine = ""
+    if record.hardware is not None:
+        machine = normalize.hardware_identity(**_hardware_fields(record))["canonical_key"]
+    return normalize.stack_identity(**_stack_fields(record)), machine
 
 
 def create_run(

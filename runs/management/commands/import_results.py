@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
 from runs.importers import RunRecord, read_file
-from runs.services import ensure_identities, import_batch, refresh_stack_stats
+from runs.services import import_batch, refresh_stack_stats, resolve_identities
 
 DATA_SUFFIXES = (".json", ".jsonl")
 # Files imported between two commits: one commit per file spent most of its time waiting for
@@ -56,7 +56,7 @@ class Command(BaseCommand):
                         continue
                     # Writers in two transactions at once must not both create one stack
                     # (each would wait on the other's row): create new ones first.
-                    ensure_identities([r for _path, records in good for r in records])
+                    resolve_identities([r for _path, records in good for r in records])
                     pending.append((good, writers.submit(_write_in_thread, good)))
                     # One batch is written while the next is prepared; no more are held.
                     while len(pending) > WRITERS:
@@ -102,7 +102,7 @@ class Command(BaseCommand):
         self, files: list[Path], model: str, jobs: int
     ) -> Iterator[list[tuple[Path, list[RunRecord], str]]]:
         """Files in batches of FILES_PER_COMMIT, in order, parsed by `jobs` processes."""
-        if jobs <= 1 or len(files) < PARALLEL_FROM:
+        if jobs <= 1:
             parsed = (read_file(path, model) for path in files)
             yield from _batches(files, parsed)
             return

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, transaction
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -105,3 +109,33 @@ def cached_many(items: dict[str, tuple[str, Callable[[], T]]]) -> dict[str, T]:
         except Exception:
             log.warning("leaderboard cache unreachable", exc_info=True)
     return values
+
+
+def shareable(request: HttpRequest) -> bool:
+    """Whether the page shows nothing of this visitor but the theme and the CSRF token.
+
+    Without a session cookie nobody is signed in and there is no session data; without a
+    message cookie there are no flash messages. Anything else is rendered for the visitor alone.
+    """
+    cookies = request.COOKIES
+    return settings.SESSION_COOKIE_NAME not in cookies and "messages" not in cookies
+
+
+def anonymous_page(
+    request: HttpRequest, parts: str, render_page: Callable[[str], str]
+) -> HttpResponse:
+    """A whole page shared by anonymous visitors until the next publish.
+
+    `render_page(token)` renders it with `token` in place of the CSRF token. The token is a
+    random placeholder stored with the page, swapped for this visitor's own token on the way
+    out, so no visitor ever receives another's. Only call this when `shareable(request)`.
+    """
+
+    def compute() -> tuple[str, str]:
+        placeholder = f"csrf-{secrets.token_hex(16)}"
+        return placeholder, render_page(placeholder)
+
+    # The page's canonical link and share tags name the scheme and host it was asked on.
+    where = f"{request.scheme}://{request.get_host()}"
+    placeholder, html = cached("page", f"{where}|{parts}", compute)
+    return HttpResponse(html.replace(placeholder, get_token(request)))

@@ -24,11 +24,15 @@ def _nav_urls() -> dict[str, str]:
     }
 
 
-def site(request: HttpRequest) -> dict:
-    """The demo banner and the visitor's theme choice (a cookie, so no inline script is needed)."""
+def visitor_theme(request: HttpRequest) -> str:
+    """The visitor's theme choice (a cookie, so no inline script is needed)."""
     theme = request.COOKIES.get("theme", "auto")
-    if theme not in _NEXT_THEME:
-        theme = "auto"
+    return theme if theme in _NEXT_THEME else "auto"
+
+
+def site(request: HttpRequest) -> dict:
+    """The demo banner and the visitor's theme."""
+    theme = visitor_theme(request)
     return {
         "demo_banner": settings.BENCHLOOP_DEMO_BANNER,
         "nav": _nav_urls(),

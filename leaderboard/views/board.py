@@ -21,6 +21,7 @@ from django_htmx.middleware import HtmxDetails
 from leaderboard import cache as board_cache
 from leaderboard import charts, exports, queries
 from leaderboard import filters as board_filters
+from leaderboard.context_processors import visitor_theme
 from leaderboard.filters import BoardFilters
 from runs.models import Hardware, Run, ScoreScale, Stack
 
@@ -61,6 +62,20 @@ def scatter_for(points: list[dict]) -> charts.Scatter | None:
 @require_GET
 def landing(request: HttpRequest) -> HttpResponse:
     """What BenchLoop measures, how to take part, and the newest verified results."""
+    if board_cache.shareable(request):
+        return board_cache.anonymous_page(
+            request,
+            f"landing|{visitor_theme(request)}",
+            lambda token: render_to_string(
+                "leaderboard/landing.html",
+                {**_landing_context(request), "csrf_token": token},
+                request,
+            ),
+        )
+    return render(request, "leaderboard/landing.html", _landing_context(request))
+
+
+def _landing_context(request: HttpRequest) -> dict:
     totals = Stack.objects.aggregate(
         stacks=Count("id", filter=Q(best_run__isnull=False)),
         runs=Sum("published_run_count"),
@@ -82,15 +97,15 @@ def landing(request: HttpRequest) -> HttpResponse:
             .order_by("-started_at")[:8]
         )
     top = queries.board(BoardFilters(), scatter_limit=0)
-    context = {
+    return {
         "totals": totals,
         "machines": Hardware.objects.count(),
         "newest": newest,
         "newest_verified": verified,
         "top": top.rows[:5],
         "site_url": _base_url(request),
+        "return_path": reverse("leaderboard:home"),
     }
-    return render(request, "leaderboard/landing.html", context)
 
 
 _INDENT = re.compile(r"[ \t]*\n\s*")
@@ -108,25 +123,37 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
         return redirect(canonical_url)
     export_qs = f"?{canonical.urlencode()}" if canonical else ""
     key = canonical.urlencode()
-    # The table, scatter and filter form depend on nothing but the filters (no user, no CSRF
-    # token), so they are cached as HTML until the next publish (leaderboard.cache).
-    fragments = {"results": (key, lambda: _results_html(request, filters, path, export_qs))}
-    if not request.htmx:
-        fragments["form"] = (key, lambda: _form_html(request, filters, path))
-    html = board_cache.cached_many(fragments)
-    context = {
-        "filters": filters,
-        "results_html": html["results"],
-        "form_html": html.get("form", ""),
-        "canonical_url": canonical_url,
-        "export_qs": export_qs,
-    }
+
+    def page_context() -> dict:
+        # The table, scatter and filter form depend on nothing but the filters (no user, no
+        # CSRF token), so they are cached as HTML until the next publish (leaderboard.cache).
+        fragments = {"results": (key, lambda: _results_html(request, filters, path, export_qs))}
+        if not request.htmx:
+            fragments["form"] = (key, lambda: _form_html(request, filters, path))
+        html = board_cache.cached_many(fragments)
+        return {
+            "filters": filters,
+            "results_html": html["results"],
+            "form_html": html.get("form", ""),
+            "canonical_url": canonical_url,
+            "return_path": canonical_url,
+            "export_qs": export_qs,
+        }
+
     if request.htmx:
-        response = render(request, "leaderboard/leaderboard.html#results", context)
+        response = render(request, "leaderboard/leaderboard.html#results", page_context())
         # The form sends empty fields too; the address bar should show the clean link.
         response["HX-Push-Url"] = canonical_url
         return response
-    return render(request, "leaderboard/leaderboard.html", context)
+    if board_cache.shareable(request):
+        return board_cache.anonymous_page(
+            request,
+            f"board|{visitor_theme(request)}|{key}",
+            lambda token: render_to_string(
+                "leaderboard/leaderboard.html", {**page_context(), "csrf_token": token}, request
+            ),
+        )
+    return render(request, "leaderboard/leaderboard.html", page_context())
 
 
 def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:

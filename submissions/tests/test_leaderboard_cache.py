@@ -18,7 +18,7 @@ from submissions.tests.conftest import post_json
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/leaderboard/", "/leaderboard/?vendor=nvidia", "/api/v1/leaderboard"]
+PAGES = ["/", "/leaderboard/", "/leaderboard/?vendor=nvidia", "/api/v1/leaderboard"]
 
 
 def _shows(client: Client, path: str, text: str) -> bool:

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.db.models import Value
 from django.utils import timezone
 
 from leaderboard import cache as board_cache
@@ -134,43 +135,49 @@ def submit_run(
     return UploadOutcome(submission=submission, created=True)
 
 
+# Which earlier submission an upload repeats, in order of precedence.
+SAME_KEY, SAME_CONTENT, SAME_RUN = 1, 2, 3
+
+
 def _existing(record: RunRecord, submitter: User | None, digest: str) -> UploadOutcome | None:
-    """The submission this upload repeats, if any. New uploads are the common case: each
-    lookup reads an id only, and the submission is loaded once one matches."""
-    if submitter is not None:
-        row = (
-            Submission.objects.filter(submitter=submitter, client_run_id=record.client_run_id)
-            .values_list("pk", "content_hash")
-            .first()
+    """The submission this upload repeats, if any.
+
+    New uploads are the common case, so the three ways to match (the submitter's idempotency
+    key, the submitter's identical content, and anyone's run with the same fingerprint) go to
+    the database as one UNION of indexed lookups that returns ids only; the submission is
+    loaded once one matches.
+    """
+    columns = ("match", "pk", "submitter_id", "content_hash")
+    lookups = [
+        Submission.objects.filter(run__fingerprint=fingerprint(record)).annotate(
+            match=Value(SAME_RUN)
         )
-        if row and row[1] and row[1] != digest:
+    ]
+    if submitter is not None:
+        mine = Submission.objects.filter(submitter=submitter)
+        lookups += [
+            mine.filter(client_run_id=record.client_run_id).annotate(match=Value(SAME_KEY)),
+            mine.filter(content_hash=digest).annotate(match=Value(SAME_CONTENT)),
+        ]
+    first, *rest = (lookup.order_by().values_list(*columns)[:1] for lookup in lookups)
+    found = {row[0]: row[1:] for row in first.union(*rest, all=True)}
+    if SAME_KEY in found:
+        pk, _owner, stored_hash = found[SAME_KEY]
+        if stored_hash and stored_hash != digest:
             # An idempotency key reused for another body is a client bug, not a repeat.
             raise SubmissionConflict(
                 f"client run id {record.client_run_id!r} was already used for a different run."
             )
-        if row:
-            return UploadOutcome(submission=Submission.objects.get(pk=row[0]), created=False)
-        pk = (
-            Submission.objects.filter(submitter=submitter, content_hash=digest)
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if pk:
-            return UploadOutcome(
-                submission=Submission.objects.get(pk=pk), created=False, duplicate=True
-            )
-    row = (
-        Submission.objects.filter(run__fingerprint=fingerprint(record))
-        .values_list("pk", "submitter_id")
-        .first()
-    )
-    if row is None:
+        return UploadOutcome(submission=Submission.objects.get(pk=pk), created=False)
+    if SAME_CONTENT in found:
+        pk = found[SAME_CONTENT][0]
+    elif SAME_RUN in found:
+        pk, owner, _hash = found[SAME_RUN]
+        if owner != (submitter.id if submitter else None):
+            raise SubmissionConflict("This run was already submitted by another account.")
+    else:
         return None
-    if row[1] != (submitter.id if submitter else None):
-        raise SubmissionConflict("This run was already submitted by another account.")
-    return UploadOutcome(
-        submission=Submission.objects.get(pk=row[0]), created=False, duplicate=True
-    )
+    return UploadOutcome(submission=Submission.objects.get(pk=pk), created=False, duplicate=True)
 
 
 def _create(
@@ -240,8 +247,15 @@ def _initial_status(channel: str, submitter: User | None, reasons: list[str]) ->
         return Status.FLAGGED
     if channel == Channel.LEGACY_ANONYMOUS or submitter is None:
         return Status.PENDING  # anonymous uploads are never auto-approved
-    trusted = SubmitterProfile.objects.filter(user=submitter, is_trusted=True).exists()
-    return Status.APPROVED if trusted else Status.PENDING
+    return Status.APPROVED if _is_trusted(submitter) else Status.PENDING
+
+
+def _is_trusted(user: User) -> bool:
+    # API-key uploads arrive with the profile already joined in (ApiKeyAuthentication).
+    try:
+        return user.submitter_profile.is_trusted
+    except SubmitterProfile.DoesNotExist:
+        return False
 
 
 def moderate_submission(

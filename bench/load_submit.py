@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadlib import (  # noqa: E402
     REPO,
+    CpuMeter,
     Gunicorn,
     RssSampler,
     closed_loop,
@@ -279,10 +280,14 @@ def main() -> None:
     with Gunicorn(env, args.port, args.workers) as server:
         server.wait_ready()
 
+        meter = CpuMeter(server)
+
         async def run():
             sampler = RssSampler(server)
             sampler.start()
+            meter.start()
             result = await closed_loop(server.port, queues, keep_body=True)
+            meter.stop()
             await sampler.stop()
             return result, sampler.peak
 
@@ -303,6 +308,13 @@ def main() -> None:
         f"latency of accepted uploads: p50 {percentile(ok, 0.5):.0f} ms, "
         f"p99 {percentile(ok, 0.99):.0f} ms; invalid p50 "
         f"{percentile(result.latencies_ms((400, 422)), 0.5):.0f} ms"
+    )
+    cpu = ", ".join(
+        f"{group} {seconds / accepted * 1000:.1f}" for group, seconds in meter.used.items()
+    )
+    print(
+        f"CPU per accepted upload (ms): {cpu}; in all "
+        f"{sum(meter.used.values()) / result.wall_s:.2f} cores busy of {os.cpu_count()}"
     )
     print(f"peak web worker RSS: {', '.join(f'{v:.0f}' for v in peak.values())} MiB")
     print(f"load average (1, 5, 15 min) before: {before}; after: {after}")

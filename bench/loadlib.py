@@ -190,6 +190,47 @@ class RssSampler:
                 await self._task
 
 
+class CpuMeter:
+    """CPU seconds used between start() and stop() by the web server, Postgres, Redis and this
+    process (the load generator): where a benchmark's two cores went.
+
+    Processes that start or end in between are counted for the part of their life it saw, so
+    the meter is taken on a warm server with persistent database connections.
+    """
+
+    GROUPS = ("web", "postgres", "redis", "load generator")
+
+    def __init__(self, server: Gunicorn) -> None:
+        self.server = server
+        self._before: dict[tuple[str, int], float] = {}
+        self.used: dict[str, float] = {}
+
+    def _snapshot(self) -> dict[tuple[str, int], float]:
+        web = [psutil.Process(self.server.process.pid), *self.server.workers()]
+        groups = [("web", p) for p in web] + [("load generator", psutil.Process())]
+        for process in psutil.process_iter(["name"]):
+            if process.info["name"] in ("postgres", "redis-server"):
+                groups.append(
+                    ("redis" if process.info["name"] == "redis-server" else "postgres", process)
+                )
+        taken = {}
+        for group, process in groups:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                taken[(group, process.pid)] = times.user + times.system
+        return taken
+
+    def start(self) -> None:
+        self._before = self._snapshot()
+
+    def stop(self) -> dict[str, float]:
+        after = self._snapshot()
+        self.used = dict.fromkeys(self.GROUPS, 0.0)
+        for (group, pid), seconds in after.items():
+            self.used[group] += seconds - self._before.get((group, pid), 0.0)
+        return self.used
+
+
 @dataclass
 class Sample:
     """One request: what was sent (an index into the caller's plan) and what came back."""

@@ -92,7 +92,9 @@ def main() -> None:
         f"{(cpu_seconds(backend) - db_before) / n * 1000:.1f} ms"
     )
     if args.profile:
-        pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(int(os.environ.get("PROFILE_TOP", "40")))
+        pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(
+            int(os.environ.get("PROFILE_TOP", "40"))
+        )
 
 
 if __name__ == "__main__":

@@ -9,9 +9,14 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
 
 from leaderboard import cache as board_cache
 from leaderboard.tests.factories import add_runs, record
+from runs.models import Stack
+from runs.services import refresh_stack_stats
+from submissions.models import Status
+from submissions.services import moderate_submission
 
 pytestmark = pytest.mark.django_db
 PAGES = ["/", "/leaderboard/", "/leaderboard/?vendor=nvidia&sort=decode"]
@@ -94,3 +99,34 @@ def test_unknown_parameters_share_the_canonical_page_and_the_theme_form_returns_
     html, queries = _queries(client, "/leaderboard/?vendor=nvidia&utm_source=x&junk=1")
     assert queries == 0
     assert 'name="next" value="/leaderboard/?vendor=nvidia"' in html
+
+
+def _stack_path() -> str:
+    return f"/stacks/{Stack.objects.get(model_id='llama3.1:8b').pk}/"
+
+
+@pytest.mark.parametrize("query", ["", "?sort=overall", "?sort=decode&page=1"])
+def test_stack_pages_are_shared_for_a_plain_sort_and_page(query) -> None:
+    path = _stack_path() + query
+    assert _queries(Client(), path)[1] > 0
+    html, queries = _queries(Client(), path)
+    assert queries == 0 and "llama3.1:8b" in html
+    assert f'name="next" value="{escape(path)}"' in html
+
+
+def test_a_stack_page_with_other_parameters_is_rendered_for_its_visitor_alone() -> None:
+    path = _stack_path()
+    # The sort links copy the query string: the stranger's parameter must not reach anyone else.
+    assert "planted" in Client().get(f"{path}?sort=overall&planted=1").content.decode()
+    assert _queries(Client(), f"{path}?sort=overall&planted=1")[1] > 0
+    assert "planted" not in Client().get(f"{path}?sort=overall").content.decode()
+    assert _queries(Client(), f"{path}?sort=overall&sort=date")[1] > 0
+
+
+def test_rejecting_a_run_changes_its_stack_page_at_once(bob) -> None:
+    (extra,) = add_runs(record(model_id="llama3.1:8b", overall=91.5, decode=77.7))
+    refresh_stack_stats(stack_ids=[extra.stack_id])
+    path = _stack_path()
+    assert "77.7" in Client().get(path).content.decode()
+    moderate_submission(submission=extra.submission, status=Status.REJECTED, moderator=bob)
+    assert "77.7" not in Client().get(path).content.decode()

@@ -8,11 +8,14 @@ from django.core.paginator import Paginator
 from django.db.models import F, Prefetch
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from leaderboard import cache as board_cache
 from leaderboard import public, queries, summaries
+from leaderboard.context_processors import visitor_theme
 from leaderboard.filters import SCALES, BoardFilters
 from leaderboard.views.board import HtmxHttpRequest, scatter_for
 from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult, Visibility
@@ -61,36 +64,71 @@ def get_public_stack(pk: int) -> Stack:
 @vary_on_headers("HX-Request")
 def stack_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Every approved run of a stack, its spread, per-suite scores, trend and recipe."""
+    if request.htmx:
+        stack = get_public_stack(pk)
+        page, sort = _run_page(request, Run.objects.published().filter(stack=stack))
+        context = {"stack": stack, "page": page, "sort": sort, "run_sorts": RUN_SORT_LABELS}
+        return _partial(request, "leaderboard/stack.html", context)
+    query = _plain_run_query(request)
+    if query is not None and board_cache.shareable(request):
+        here = request.path + (f"?{query}" if query else "")
+        return board_cache.anonymous_page(
+            request,
+            f"stack|{pk}|{visitor_theme(request)}|{query}",
+            lambda token: render_to_string(
+                "leaderboard/stack.html",
+                {**_stack_context(request, pk), "csrf_token": token, "return_path": here},
+                request,
+            ),
+        )
+    return render(request, "leaderboard/stack.html", _stack_context(request, pk))
+
+
+def _plain_run_query(request: HtmxHttpRequest) -> str | None:
+    """The query string when it holds at most one known sort and one page number: the page's
+    links copy the query string, so a page is shared only when nothing else is in it."""
+    query = request.GET
+    if set(query) - {"sort", "page"} or any(len(query.getlist(name)) > 1 for name in query):
+        return None
+    if query.get("sort", "date") not in RUN_SORTS:
+        return None
+    page = query.get("page", "1")
+    if not (page.isdigit() and len(page) <= 6):
+        return None
+    return query.urlencode()
+
+
+def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
     stack = get_public_stack(pk)
     runs = Run.objects.published().filter(stack=stack)
     page, sort = _run_page(request, runs)
-    context = {"stack": stack, "page": page, "sort": sort, "run_sorts": RUN_SORT_LABELS}
-    if request.htmx:
-        return _partial(request, "leaderboard/stack.html", context)
     rows = summaries.run_rows(runs)
     proof = summaries.evidence(rows)
     best_id = proof.best["id"] if proof.best else None
     best_run = Run.objects.select_related("hardware").filter(id=best_id).first()
     suites = summaries.suite_table(runs).get(stack.id, {})
-    context.update(
-        proof=proof,
-        best_run=best_run,
-        suites=sorted(suites.values(), key=lambda s: s["suite"]),
-        decode_chart=summaries.decode_strip(rows),
-        score_chart=summaries.score_strip(rows),
-        decode_trend=summaries.engine_trend(rows),
-        score_trend=summaries.engine_trend(rows, "overall_score", unit="overall score"),
-        recipe_command=public.redact_command(best_run.command_used) if best_run else "",
-        recipe_settings=public.public_settings(stack.launch_settings),
-        share=share_meta(
+    return {
+        "stack": stack,
+        "page": page,
+        "sort": sort,
+        "run_sorts": RUN_SORT_LABELS,
+        "proof": proof,
+        "best_run": best_run,
+        "suites": sorted(suites.values(), key=lambda s: s["suite"]),
+        "decode_chart": summaries.decode_strip(rows),
+        "score_chart": summaries.score_strip(rows),
+        "decode_trend": summaries.engine_trend(rows),
+        "score_trend": summaries.engine_trend(rows, "overall_score", unit="overall score"),
+        "recipe_command": public.redact_command(best_run.command_used) if best_run else "",
+        "recipe_settings": public.public_settings(stack.launch_settings),
+        "share": share_meta(
             request,
             title=stack.label,
             description=_stack_description(proof),
             path=reverse("leaderboard:stack", args=[stack.id]),
             image=reverse("leaderboard:stack_image", args=[stack.id]),
         ),
-    )
-    return render(request, "leaderboard/stack.html", context)
+    }
 
 
 def share_meta(request, *, title: str, description: str, path: str, image: str) -> dict:

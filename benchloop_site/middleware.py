@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
+from django.views import defaults
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -29,21 +31,39 @@ class ServiceUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        # OperationalError covers refused and dropped connections, a server shutting down or
-        # starting up, and SQLite's "database is locked": all pass, so the client should retry.
-        # A failed request's transaction was rolled back, so "nothing was saved" holds.
-        if isinstance(exception, OperationalError | InterfaceError):
-            code, message = "database_unavailable", MESSAGE
-        elif isinstance(exception, RedisConnectionError | RedisTimeoutError | BrokerError):
-            code, message = "queue_unavailable", QUEUE_MESSAGE
-        else:
-            return None
-        log.warning("%s for %s %s: %s", code, request.method, request.path, exception)
-        retry_after = str(RETRY_AFTER_SECONDS)
-        if request.path.startswith("/api/"):
-            return json_error(503, code, message, Retry_After=retry_after)
-        # A standalone page: base.html would reach the session, and so the database, again.
-        html = render_to_string("503.html", {"message": message})
-        response = HttpResponse(html, status=503)
-        response.headers["Retry-After"] = retry_after
+        return unavailable_response(request, exception)
+
+
+def unavailable_response(request: HttpRequest, exception: BaseException) -> HttpResponse | None:
+    """503 with Retry-After for an outage of Postgres or Redis; None for any other error."""
+    # OperationalError covers refused and dropped connections, a server shutting down or
+    # starting up, and SQLite's "database is locked": all pass, so the client should retry.
+    # A failed request's transaction was rolled back, so "nothing was saved" holds.
+    if isinstance(exception, OperationalError | InterfaceError):
+        code, message = "database_unavailable", MESSAGE
+    elif isinstance(exception, RedisConnectionError | RedisTimeoutError | BrokerError):
+        code, message = "queue_unavailable", QUEUE_MESSAGE
+    else:
+        return None
+    log.warning("%s for %s %s: %s", code, request.method, request.path, exception)
+    retry_after = str(RETRY_AFTER_SECONDS)
+    if request.path.startswith("/api/"):
+        return json_error(503, code, message, Retry_After=retry_after)
+    # A standalone page: base.html would reach the session, and so the database, again.
+    html = render_to_string("503.html", {"message": message})
+    response = HttpResponse(html, status=503)
+    response.headers["Retry-After"] = retry_after
+    return response
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500. process_exception sees only what views raise; an outage that strikes in a
+    middleware (the session saved on the way out, say) arrives here and still answers 503.
+    Anything else is a 500, in the API's error shape under /api/."""
+    exception = sys.exc_info()[1]
+    response = unavailable_response(request, exception) if exception else None
+    if response is not None:
         return response
+    if request.path.startswith("/api/") or request.path == "/submit":
+        return json_error(500, "server_error", "Something went wrong on our side.")
+    return defaults.server_error(request)

@@ -32,3 +32,4 @@ if settings.BENCHLOOP_BENCH_BASELINE:
 
 # Unknown URLs under /api/ answer in the API's JSON error shape.
 handler404 = "submissions.errors.not_found"
+handler500 = "benchloop_site.middleware.server_error"

@@ -175,6 +175,26 @@ def test_the_parallel_import_matches_a_plain_one(tmp_path, fixtures_dir) -> None
     assert _stored() == expected
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_parallel_import_reports_files_in_order_across_both_streams(
+    tmp_path, fixtures_dir
+) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    count = import_results.PARALLEL_FROM + 20
+    _bundles(files, fixtures_dir, count)
+    shutil.copy(fixtures_dir / SMOKE, files / "zz-smoke.json")
+    (files / "zz-broken.json").write_text('{"run_id": ')
+    both = io.StringIO()  # a terminal shows both streams in one
+    with pytest.raises(Exception, match="1 file"):
+        call_command("import_results", str(files), jobs=2, stdout=both, stderr=both)
+    named = [line for line in both.getvalue().splitlines() if ".json" in line]
+    assert [line.split(".json")[0].split("/")[-1] for line in named] == sorted(
+        path.stem for path in files.iterdir()
+    )
+    assert named[-2].startswith("rejected ") and named[-1].startswith(str(files / "zz-smoke"))
+
+
 def test_fingerprints_do_not_depend_on_the_transfer(fixtures_dir) -> None:
     (sent,), _ = read_file(fixtures_dir / SMOKE)
     assert fingerprint(sent) == fingerprint(parse_path(fixtures_dir / SMOKE)[0])

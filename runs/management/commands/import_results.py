@@ -50,21 +50,21 @@ class Command(BaseCommand):
             with ThreadPoolExecutor(max_workers=WRITERS) as writers:
                 pending: deque = deque()
                 for batch in self._parsed_batches(files, model, jobs if parallel else 1):
-                    good = self._report_rejected(batch)
+                    good = [(path, records) for path, records, problem in batch if not problem]
                     if not parallel:
-                        touched |= self._report_written(good, _write(good))
+                        touched |= self._report(batch, _write(good))
                         continue
                     # Writers in two transactions at once must not both create one stack
                     # (each would wait on the other's row): create new ones first.
                     resolve_identities([r for _path, records in good for r in records])
-                    pending.append((good, writers.submit(_write_in_thread, good)))
+                    pending.append((batch, writers.submit(_write_in_thread, good)))
                     # One batch is written while the next is prepared; no more are held.
                     while len(pending) > WRITERS:
-                        good, future = pending.popleft()
-                        touched |= self._report_written(good, future.result())
+                        batch, future = pending.popleft()
+                        touched |= self._report(batch, future.result())
                 while pending:
-                    good, future = pending.popleft()
-                    touched |= self._report_written(good, future.result())
+                    batch, future = pending.popleft()
+                    touched |= self._report(batch, future.result())
         finally:
             # Once for the whole import, and also after a failure, for what was committed.
             refresh_stack_stats(stack_ids=touched)
@@ -75,20 +75,17 @@ class Command(BaseCommand):
         if self.rejected:
             raise CommandError(f"{self.rejected} file(s) rejected; nothing from them was imported")
 
-    def _report_rejected(self, batch) -> list[tuple[Path, list[RunRecord]]]:
-        """The batch's good files; a file that cannot be read or parsed changes nothing."""
-        good = []
-        for path, records, problem in batch:
+    def _report(self, batch, results: list) -> set[int]:
+        """One line per file once its batch is written, in file order across both streams:
+        rejected files (unreadable or unparsable, so they changed nothing) on stderr."""
+        touched: set[int] = set()
+        written = iter(results)
+        for path, _records, problem in batch:
             if problem:
                 self.rejected += 1
                 self.stderr.write(f"rejected {path}: {problem}")
-            else:
-                good.append((path, records))
-        return good
-
-    def _report_written(self, good, results) -> set[int]:
-        touched: set[int] = set()
-        for (path, _records), result in zip(good, results, strict=True):
+                continue
+            result = next(written)
             touched |= result.stack_ids
             self.created += len(result.created)
             self.skipped += len(result.skipped)

@@ -240,19 +240,25 @@ SPECTACULAR_SETTINGS = {
         "submissions.errors.document_errors",
     ],
 }
-# Throttle counters and other short-lived state: Redis when the broker is Redis, else local memory.
+# Two caches, both Redis when the broker is Redis (else files under var/):
+# - "default" holds what can be recomputed: cached pages and fragments, share images. In
+#   production it is its own Redis with a memory cap that evicts (docker-compose's `cache`).
+# - "limits" holds what must not be evicted by a flood of cached pages: throttle counters and
+#   sign-in lockouts. It defaults to the broker's Redis, which never evicts.
+
+
+def _cache(url: str, folder: str) -> dict:
+    if url.startswith("redis://"):
+        return {"BACKEND": "benchloop_site.cache.ReusingRedisCache", "LOCATION": url}
+    return {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(VAR_DIR / folder),
+    }
+
+
 CACHES = {
-    "default": (
-        {
-            "BACKEND": "benchloop_site.cache.ReusingRedisCache",
-            "LOCATION": os.environ.get("CACHE_URL", CELERY_BROKER_URL),
-        }
-        if CELERY_BROKER_URL.startswith("redis://")
-        else {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-            "LOCATION": str(VAR_DIR / "cache"),
-        }
-    )
+    "default": _cache(os.environ.get("CACHE_URL") or CELERY_BROKER_URL, "cache"),
+    "limits": _cache(os.environ.get("LIMITS_CACHE_URL") or CELERY_BROKER_URL, "limits"),
 }
 # Largest accepted upload body; a full bundle with every trial is well under 2 MiB.
 BENCHLOOP_MAX_UPLOAD_BYTES = env_int("BENCHLOOP_MAX_UPLOAD_BYTES", 5 * 1024 * 1024)

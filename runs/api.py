@@ -16,16 +16,16 @@ from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
+from benchloop_site.throttling import AnonThrottle, UserThrottle
 from runs.models import Hardware, Run, Stack, SuiteResult, TaskResult
 from submissions.errors import ApiError
 from submissions.models import UploadAttempt
 from submissions.permissions import scope_required
 from submissions.services import delete_run
 
-READ_THROTTLES = [AnonRateThrottle, UserRateThrottle]
+READ_THROTTLES = [AnonThrottle, UserThrottle]
 SPEED_FIELDS = [
     f"{m}_{s}"
     for m in ("decode_tps", "prefill_tps", "ttft_ms")

@@ -12,9 +12,9 @@ from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
+from benchloop_site.throttling import AnonThrottle, UserThrottle
 from runs.importers import FormatError, UnsupportedVersion
 from runs.importers.records import load_json
 from runs.importers.upgrade import SCHEMA_PATH, check_versions, schema_errors, upgrade
@@ -37,15 +37,15 @@ MAX_JSON_DEPTH = 64
 DEVICE_CODE_LIFETIME_SECONDS = int(DEVICE_CODE_LIFETIME.total_seconds())
 
 
-class UploadThrottle(UserRateThrottle):
+class UploadThrottle(UserThrottle):
     scope = "upload"
 
 
-class LegacySubmitThrottle(AnonRateThrottle):
+class LegacySubmitThrottle(AnonThrottle):
     scope = "legacy_submit"
 
 
-class DeviceThrottle(AnonRateThrottle):
+class DeviceThrottle(AnonThrottle):
     scope = "device"
 
 

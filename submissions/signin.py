@@ -2,7 +2,8 @@
 
 A fixed window starts at the first failure. Reaching the limit locks that username (or address)
 for the lockout period, correct password or not, so guessing cannot continue at any speed.
-Counters live in the default cache (Redis in production), so every web worker shares them.
+Counters live in the "limits" cache (Redis in production), so every web worker shares them and
+no flood of cached pages can evict them.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ import math
 import time
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import BaseCache, caches
 from django.http import HttpRequest
 from rest_framework.throttling import BaseThrottle
+
+
+def _limits() -> BaseCache:
+    return caches["limits"]
 
 
 def client_address(request: HttpRequest) -> str:
@@ -34,7 +39,7 @@ def _scopes(request: HttpRequest, username: str) -> list[tuple[str, int]]:
 
 def seconds_locked(request: HttpRequest, username: str) -> int:
     """How long this username or address stays locked out; 0 when sign-in may proceed."""
-    locks = cache.get_many([f"{key}:lock" for key, _ in _scopes(request, username)])
+    locks = _limits().get_many([f"{key}:lock" for key, _ in _scopes(request, username)])
     remaining = max(locks.values(), default=0) - time.time()
     return math.ceil(remaining) if remaining > 0 else 0
 
@@ -42,18 +47,18 @@ def seconds_locked(request: HttpRequest, username: str) -> int:
 def record_failure(request: HttpRequest, username: str) -> None:
     window = settings.SIGNIN_LOCKOUT_SECONDS
     for key, limit in _scopes(request, username):
-        cache.add(key, 0, timeout=window)
+        _limits().add(key, 0, timeout=window)
         try:
-            failures = cache.incr(key)
+            failures = _limits().incr(key)
         except ValueError:  # expired between add and incr: this failure starts a new window
-            cache.set(key, 1, timeout=window)
+            _limits().set(key, 1, timeout=window)
             failures = 1
         if failures >= limit:
-            cache.set(f"{key}:lock", time.time() + window, timeout=window)
+            _limits().set(f"{key}:lock", time.time() + window, timeout=window)
 
 
 def record_success(request: HttpRequest, username: str) -> None:
     """Forget the username's failures; the address counter stays, so an attacker cannot reset
     it by signing in to an account of their own between guesses."""
     key, _limit = _scopes(request, username)[0]
-    cache.delete(key)
+    _limits().delete(key)

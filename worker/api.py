@@ -9,9 +9,9 @@ from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
+from benchloop_site.throttling import AnonThrottle, UserThrottle
 from submissions.errors import ApiError
 from submissions.permissions import scope_required
 from worker import services
@@ -97,7 +97,7 @@ class JobQueueView(APIView):
     """Queue a benchmark job on a host pool; answers 202 with the job's URL."""
 
     permission_classes = [scope_required("submit"), IsLabOperator]
-    throttle_classes = [UserRateThrottle]
+    throttle_classes = [UserThrottle]
 
     @extend_schema(
         request=JobInput,
@@ -133,7 +133,7 @@ class JobDetailView(APIView):
     """A job's public state and progress."""
 
     permission_classes: list = []
-    throttle_classes = [AnonRateThrottle, UserRateThrottle]
+    throttle_classes = [AnonThrottle, UserThrottle]
 
     @extend_schema(responses=JobOutput)
     def get(self, request: Request, pk: int) -> Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import caches
 from django.core.management import call_command
 
 
@@ -19,7 +19,9 @@ def demo(settings, fixtures_dir) -> None:
 @pytest.fixture(autouse=True)
 def _private_cache(settings) -> None:
     """A per-test memory cache: share images are cached, and parallel workers share Redis."""
+    memory = "django.core.cache.backends.locmem.LocMemCache"
     settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "lb"}
+        alias: {"BACKEND": memory, "LOCATION": f"lb-{alias}"} for alias in ("default", "limits")
     }
-    cache.clear()
+    for alias in settings.CACHES:
+        caches[alias].clear()

@@ -82,3 +82,28 @@ def test_the_api_throttles_ignore_a_forged_forwarded_for(throttle_rates, unique_
         for n in range(3)
     ]
     assert codes == [200, 200, 429]
+
+
+@pytest.fixture
+def separate_caches(settings) -> None:
+    """As in production: pages in one cache (which may evict), counters in another."""
+    memory = "django.core.cache.backends.locmem.LocMemCache"
+    settings.CACHES = {
+        "default": {"BACKEND": memory, "LOCATION": "pages"},
+        "limits": {"BACKEND": memory, "LOCATION": "limits"},
+    }
+
+
+def test_evicting_the_page_cache_resets_no_lockout_and_no_throttle(
+    separate_caches, victim, unique_address, throttle_rates
+) -> None:
+    from django.core.cache import caches
+
+    client = Client(REMOTE_ADDR=unique_address)
+    for _ in range(3):
+        _sign_in(client, victim.username, "wrong")
+    throttle_rates["anon"] = "2/minute"
+    assert [client.get("/api/v1/hardware").status_code for _ in range(3)] == [200, 200, 429]
+    caches["default"].clear()  # a flood of cached pages pushed everything else out
+    assert _sign_in(client, victim.username, PASSWORD).status_code == 429
+    assert client.get("/api/v1/hardware").status_code == 429

@@ -197,12 +197,8 @@ def test_a_job_queued_while_the_broker_is_down_is_sent_once_it_is_back(drill_red
 
 def test_the_api_answers_503_while_redis_is_down(drill_redis, client, settings):
     """Redis holds the throttle counters: with it down the API says so instead of a 500."""
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": drill_redis.url,
-        }
-    }
+    redis = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": drill_redis.url}
+    settings.CACHES = {"default": redis, "limits": redis}
     assert client.get("/api/v1/leaderboard").status_code == 200
     drill_redis.kill()
     response = client.get("/api/v1/leaderboard")

@@ -27,19 +27,6 @@ def load_json(text: str, *, position: str) -> object:
         raise FormatError("" if "{" in position else position, str(exc)) from None
 
 
-def json_copy(value: Any) -> Any:
-    """A deep copy of a parsed JSON document (dicts and lists; scalars are immutable).
-
-    About three times as fast as copy.deepcopy, which keeps a memo for shared and cyclic
-    references that parsed JSON never has; uploads copy their 30 KB body several times.
-    """
-    if isinstance(value, dict):
-        return {key: json_copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [json_copy(item) for item in value]
-    return value
-
-
 class JsonText(str):
     """A JSON document already serialised, stored as it is: parser processes send payloads
     and task metadata this way, since a string crosses a process boundary far faster than

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from runs.importers.records import FormatError, json_copy
+from runs.importers.records import FormatError
 from runs.importers.schemacheck import compile_schema
 
 CURRENT_BUNDLE_MAJOR = "1"
@@ -62,8 +62,12 @@ def _major(version: object) -> str | None:
     return major if major.isdigit() and len(major) < 6 else None
 
 
+# Each step sets top-level keys only, so a shallow copy is enough to leave the caller's document
+# as it was: nothing downstream writes into the nested parts (test_upgrade_leaves_input.py).
+
+
 def v2_to_v3(run: dict) -> dict:
-    out = json_copy(run)
+    out = dict(run)
     out.setdefault("benchmark_id", "benchloop")
     out.setdefault("benchmark_version", "legacy")
     out.setdefault("benchmark_profile", "")
@@ -76,14 +80,14 @@ def v2_to_v3(run: dict) -> dict:
 
 
 def envelope_to_v3(envelope: dict) -> tuple[dict, str]:
-    out = json_copy(envelope["run"])
+    out = dict(envelope["run"])
     if "source_run_id" in out and "run_id" not in out:
         out["run_id"] = out["source_run_id"]
     return out, envelope.get("visibility", "public")
 
 
 def v3_to_bundle(run: dict) -> dict:
-    out = json_copy(run)
+    out = dict(run)
     out["bundle_schema_version"] = f"{CURRENT_BUNDLE_MAJOR}.0"
     out.setdefault("client_run_id", out.get("run_id") or out.get("source_run_id") or "")
     out.setdefault("status", "complete")
@@ -96,7 +100,7 @@ def upgrade(data: dict) -> tuple[dict, str, str]:
     kind = detect_run_format(data)
     visibility = "public"
     if kind == "bundle-1":
-        return json_copy(data), kind, data.get("visibility", "public")
+        return dict(data), kind, data.get("visibility", "public")
     if kind == "envelope-v3":
         run, visibility = envelope_to_v3(data)
         if "score_schema_version" not in run:

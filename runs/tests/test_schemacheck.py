@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 from jsonschema import Draft202012Validator
 
-from runs.importers.records import json_copy
 from runs.importers.schemacheck import Unsupported, compile_schema
 from runs.importers.upgrade import upgrade, upload_schema
 
@@ -21,7 +21,7 @@ def checks():
 
 def _small(bundle: dict) -> dict:
     """One task per suite and two trials each, so thousands of mutations validate quickly."""
-    small = json_copy(bundle)
+    small = copy.deepcopy(bundle)
     for suite in small["suites"].values():
         suite["tasks"] = suite.get("tasks", [])[:1]
         for task in suite["tasks"]:
@@ -43,15 +43,15 @@ def _paths(value, path=()):
 
 
 def _mutated(bundle: dict, path: tuple, value, delete: bool = False) -> dict:
-    copy = json_copy(bundle)
-    node = copy
+    changed = copy.deepcopy(bundle)
+    node = changed
     for key in path[:-1]:
         node = node[key]
     if delete:
         del node[path[-1]]
     else:
         node[path[-1]] = value
-    return copy
+    return changed
 
 
 def test_agrees_with_jsonschema_on_every_fixture(checks, fixtures_dir) -> None:

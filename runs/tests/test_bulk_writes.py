@@ -139,14 +139,20 @@ def _stored() -> dict:
     }
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_parallel_import_matches_a_plain_one(tmp_path, fixtures_dir) -> None:
+def _parallel_folder(tmp_path, fixtures_dir) -> tuple[Path, int]:
+    """Enough generated bundles for the parallel path, the smoke fixture and a broken file."""
     files = tmp_path / "files"
     files.mkdir()
     count = import_results.PARALLEL_FROM + 20
     _bundles(files, fixtures_dir, count)
     shutil.copy(fixtures_dir / SMOKE, files / "zz-smoke.json")
     (files / "zz-broken.json").write_text('{"run_id": ')
+    return files, count
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_parallel_import_matches_a_plain_one(tmp_path, fixtures_dir) -> None:
+    files, count = _parallel_folder(tmp_path, fixtures_dir)
 
     def run(jobs: int) -> tuple[str, str]:
         out, err = io.StringIO(), io.StringIO()
@@ -179,12 +185,7 @@ def test_the_parallel_import_matches_a_plain_one(tmp_path, fixtures_dir) -> None
 def test_the_parallel_import_reports_files_in_order_across_both_streams(
     tmp_path, fixtures_dir
 ) -> None:
-    files = tmp_path / "files"
-    files.mkdir()
-    count = import_results.PARALLEL_FROM + 20
-    _bundles(files, fixtures_dir, count)
-    shutil.copy(fixtures_dir / SMOKE, files / "zz-smoke.json")
-    (files / "zz-broken.json").write_text('{"run_id": ')
+    files, _count = _parallel_folder(tmp_path, fixtures_dir)
     both = io.StringIO()  # a terminal shows both streams in one
     with pytest.raises(Exception, match="1 file"):
         call_command("import_results", str(files), jobs=2, stdout=both, stderr=both)

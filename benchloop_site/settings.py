@@ -269,6 +269,8 @@ LOGIN_URL = "accounts:login"
 SIGNIN_MAX_FAILURES_PER_USERNAME = env_int("SIGNIN_MAX_FAILURES_PER_USERNAME", 5)
 SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("SIGNIN_MAX_FAILURES_PER_ADDRESS", 20)
 SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900)
+# How often `benchloop login` may poll for its key (RFC 8628 suggests 5 s); slow_down adds 5 s.
+DEVICE_POLL_INTERVAL = env_int("DEVICE_POLL_INTERVAL", 5)
 LOGIN_REDIRECT_URL = "accounts:profile"
 LOGOUT_REDIRECT_URL = "leaderboard:home"
 

@@ -373,7 +373,6 @@ def create_api_key(*, user: User, name: str, scopes: list[str]) -> tuple[ApiKey,
 
 
 DEVICE_CODE_LIFETIME = timedelta(minutes=10)
-DEVICE_POLL_INTERVAL = 5
 
 
 def start_device_authorization(*, client_name: str = "") -> tuple[DeviceAuthorization, str]:
@@ -386,7 +385,7 @@ def start_device_authorization(*, client_name: str = "") -> tuple[DeviceAuthoriz
                     device_code_hash=keys.keyed_hash(device_code, purpose="device-code"),
                     user_code=keys.new_user_code(),
                     client_name=client_name[:100],
-                    interval=DEVICE_POLL_INTERVAL,
+                    interval=settings.DEVICE_POLL_INTERVAL,
                     expires_at=timezone.now() + DEVICE_CODE_LIFETIME,
                 )
             return auth, device_code

@@ -36,10 +36,10 @@ PENDING = DeviceAuthorization.State.PENDING
 
 
 @pytest.fixture
-def fast_polls(monkeypatch) -> None:
+def fast_polls(settings) -> None:
     """The site tells the CLI to poll every 5 s; 1 s keeps a real-time login short. The site
     runs in this process (live_server), so its own interval check uses the same value."""
-    monkeypatch.setattr(services, "DEVICE_POLL_INTERVAL", 1)
+    settings.DEVICE_POLL_INTERVAL = 1
 
 
 def _sent_body_is(view: dict) -> Submission:
@@ -182,10 +182,10 @@ def test_login_reports_an_expired_code(live_server, bench_home, fast_polls, caps
     assert not ApiKey.objects.exists()
 
 
-def test_slow_down_lengthens_the_polling_interval(live_server, alice):
+def test_slow_down_lengthens_the_polling_interval(live_server, alice, settings):
     """After the site's slow_down the CLI waits 5 s longer, which the site then accepts."""
     grant = device_start(live_server.url)
-    assert grant.interval == services.DEVICE_POLL_INTERVAL
+    assert grant.interval == settings.DEVICE_POLL_INTERVAL == 5
     auth = DeviceAuthorization.objects.get()
     waits: list[float] = []
 

@@ -1,4 +1,5 @@
-"""Cached leaderboard fragments, made stale at once by a version number that publishing bumps.
+"""Cached leaderboard fragments and anonymous visitors' whole pages, made stale at once by a
+version number that publishing bumps.
 
 Every cache key embeds the current version. Anything that changes which runs are public or
 which run represents a stack (set_published, refresh_stack_stats, deleting a run) calls

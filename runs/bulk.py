@@ -133,7 +133,7 @@ def _copy_instances(raw, objs: Sequence[models.Model], ids: Sequence[int]) -> No
     rows = []
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
-        rows.append(tuple(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields))
+        rows.append(tuple(_db_value(f, obj) for f in fields))
         obj._state.adding = False
         obj._state.db = connection.alias
     _copy(raw, type(objs[0]), [f.column for f in fields], rows)

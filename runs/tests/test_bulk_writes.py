@@ -3,6 +3,7 @@ import (parser processes, two writer threads) matches a plain one row for row.""
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import random
@@ -113,6 +114,31 @@ def test_read_file_sends_payloads_as_json_text(fixtures_dir) -> None:
     assert isinstance(task.metadata, JsonText)
     assert task.metadata.load() == parse_path(fixtures_dir / SMOKE)[0].suites[0].tasks[0].metadata
     assert read_file(fixtures_dir / "does-not-exist.json")[1].startswith("cannot read")
+
+
+@pytest.mark.django_db
+def test_an_imported_file_keeps_its_payload_as_a_json_object(fixtures_dir) -> None:
+    call_command("import_results", str(fixtures_dir / SMOKE), stdout=io.StringIO())
+    run = Run.objects.get()
+    assert run.raw_payload == json.loads((fixtures_dir / SMOKE).read_text())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT jsonb_typeof(raw_payload) FROM runs_run WHERE id = %s", [run.pk])
+        assert cursor.fetchone() == ("object",)
+
+
+@pytest.mark.django_db
+def test_the_migration_unwraps_payloads_stored_as_strings(fixtures_dir) -> None:
+    from django.apps import apps
+
+    migration = importlib.import_module("runs.migrations.0003_run_raw_payload_objects")
+    call_command("import_results", str(fixtures_dir / SMOKE), stdout=io.StringIO())
+    document = json.loads((fixtures_dir / SMOKE).read_text())
+    with connection.cursor() as cursor:  # what the COPY path wrote before the fix
+        cursor.execute("UPDATE runs_run SET raw_payload = to_jsonb(raw_payload::text)")
+    assert isinstance(Run.objects.get().raw_payload, str)
+    with connection.schema_editor() as editor:
+        migration.unwrap_string_payloads(apps, editor)
+    assert Run.objects.get().raw_payload == document
 
 
 def _bundles(folder: Path, fixtures_dir: Path, count: int) -> None:

@@ -21,6 +21,10 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
+from django.shortcuts import render
+from django.template.loader import render_to_string
+
+from leaderboard.context_processors import visitor_theme
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -122,21 +126,25 @@ def shareable(request: HttpRequest) -> bool:
     return settings.SESSION_COOKIE_NAME not in cookies and "messages" not in cookies
 
 
-def anonymous_page(
-    request: HttpRequest, parts: str, render_page: Callable[[str], str]
+def render_page(
+    request: HttpRequest, template: str, parts: str, context: Callable[[], dict]
 ) -> HttpResponse:
-    """A whole page shared by anonymous visitors until the next publish.
+    """`render(request, template, context())`, or, when `shareable(request)`, one copy shared
+    by anonymous visitors until the next publish, keyed by `parts` and the visitor's theme.
 
-    `render_page(token)` renders it with `token` in place of the CSRF token. The token is a
-    random placeholder stored with the page, swapped for this visitor's own token on the way
-    out, so no visitor ever receives another's. Only call this when `shareable(request)`.
+    The shared copy is rendered with a random placeholder in place of the CSRF token, stored
+    with that placeholder, and each visitor's own token replaces it on the way out, so no
+    visitor ever receives another's. `context` is called only when the page is rendered.
     """
+    if not shareable(request):
+        return render(request, template, context())
 
     def compute() -> tuple[str, str]:
         placeholder = f"csrf-{secrets.token_hex(16)}"
-        return placeholder, render_page(placeholder)
+        html = render_to_string(template, {**context(), "csrf_token": placeholder}, request)
+        return placeholder, html
 
     # The page's canonical link and share tags name the scheme and host it was asked on.
     where = f"{request.scheme}://{request.get_host()}"
-    placeholder, html = cached("page", f"{where}|{parts}", compute)
+    placeholder, html = cached("page", f"{where}|{visitor_theme(request)}|{parts}", compute)
     return HttpResponse(html.replace(placeholder, get_token(request)))

@@ -21,7 +21,6 @@ from django_htmx.middleware import HtmxDetails
 from leaderboard import cache as board_cache
 from leaderboard import charts, exports, queries
 from leaderboard import filters as board_filters
-from leaderboard.context_processors import visitor_theme
 from leaderboard.filters import BoardFilters
 from runs.models import Hardware, Run, ScoreScale, Stack
 
@@ -62,17 +61,9 @@ def scatter_for(points: list[dict]) -> charts.Scatter | None:
 @require_GET
 def landing(request: HttpRequest) -> HttpResponse:
     """What BenchLoop measures, how to take part, and the newest verified results."""
-    if board_cache.shareable(request):
-        return board_cache.anonymous_page(
-            request,
-            f"landing|{visitor_theme(request)}",
-            lambda token: render_to_string(
-                "leaderboard/landing.html",
-                {**_landing_context(request), "csrf_token": token},
-                request,
-            ),
-        )
-    return render(request, "leaderboard/landing.html", _landing_context(request))
+    return board_cache.render_page(
+        request, "leaderboard/landing.html", "landing", lambda: _landing_context(request)
+    )
 
 
 def _landing_context(request: HttpRequest) -> dict:
@@ -145,15 +136,9 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
         # The form sends empty fields too; the address bar should show the clean link.
         response["HX-Push-Url"] = canonical_url
         return response
-    if board_cache.shareable(request):
-        return board_cache.anonymous_page(
-            request,
-            f"board|{visitor_theme(request)}|{key}",
-            lambda token: render_to_string(
-                "leaderboard/leaderboard.html", {**page_context(), "csrf_token": token}, request
-            ),
-        )
-    return render(request, "leaderboard/leaderboard.html", page_context())
+    return board_cache.render_page(
+        request, "leaderboard/leaderboard.html", f"board|{key}", page_context
+    )
 
 
 def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:

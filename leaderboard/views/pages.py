@@ -8,14 +8,12 @@ from django.core.paginator import Paginator
 from django.db.models import F, Prefetch
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
 from leaderboard import public, queries, summaries
-from leaderboard.context_processors import visitor_theme
 from leaderboard.filters import SCALES, BoardFilters
 from leaderboard.views.board import HtmxHttpRequest, scatter_for
 from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult, Visibility
@@ -70,18 +68,15 @@ def stack_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         context = {"stack": stack, "page": page, "sort": sort, "run_sorts": RUN_SORT_LABELS}
         return _partial(request, "leaderboard/stack.html", context)
     query = _plain_run_query(request)
-    if query is not None and board_cache.shareable(request):
-        here = request.path + (f"?{query}" if query else "")
-        return board_cache.anonymous_page(
-            request,
-            f"stack|{pk}|{visitor_theme(request)}|{query}",
-            lambda token: render_to_string(
-                "leaderboard/stack.html",
-                {**_stack_context(request, pk), "csrf_token": token, "return_path": here},
-                request,
-            ),
-        )
-    return render(request, "leaderboard/stack.html", _stack_context(request, pk))
+    if query is None:
+        return render(request, "leaderboard/stack.html", _stack_context(request, pk))
+    here = request.path + (f"?{query}" if query else "")
+    return board_cache.render_page(
+        request,
+        "leaderboard/stack.html",
+        f"stack|{pk}|{query}",
+        lambda: {**_stack_context(request, pk), "return_path": here},
+    )
 
 
 def _plain_run_query(request: HtmxHttpRequest) -> str | None:

@@ -19,13 +19,29 @@ from django.core.cache import BaseCache, caches
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
 
+def limits_cache() -> BaseCache:
+    # Looked up per use, not bound at import, so settings changes (tests) take effect.
+    return caches["limits"]
+
+
+def count_in_window(key: str, seconds: int) -> int:
+    """This event's number among those counted under `key` since its window began; a window
+    starts with the first event and lasts `seconds`. Atomic across workers (Redis INCR)."""
+    counters = limits_cache()
+    counters.add(key, 0, timeout=seconds)
+    try:
+        return counters.incr(key)
+    except ValueError:  # expired or evicted between add and incr: this event starts a window
+        counters.set(key, 1, timeout=seconds)
+        return 1
+
+
 class CountingThrottle(SimpleRateThrottle):
     retry_after = 0.0
 
     @property
     def cache(self) -> BaseCache:
-        # Looked up per use, not bound at import, so settings changes (tests) take effect.
-        return caches["limits"]
+        return limits_cache()
 
     def allow_request(self, request, view) -> bool:
         if self.rate is None:
@@ -35,15 +51,8 @@ class CountingThrottle(SimpleRateThrottle):
             return True
         now = self.timer()
         window = math.floor(now / self.duration)
-        counter = f"{key}:{window}"
         # The counter outlives its window by a little, so a late incr never finds it gone.
-        self.cache.add(counter, 0, timeout=self.duration + 5)
-        try:
-            count = self.cache.incr(counter)
-        except ValueError:  # evicted or expired between add and incr
-            self.cache.set(counter, 1, timeout=self.duration + 5)
-            count = 1
-        if count > self.num_requests:
+        if count_in_window(f"{key}:{window}", self.duration + 5) > self.num_requests:
             self.retry_after = (window + 1) * self.duration - now
             return False
         return True

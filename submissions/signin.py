@@ -13,13 +13,10 @@ import math
 import time
 
 from django.conf import settings
-from django.core.cache import BaseCache, caches
 from django.http import HttpRequest
 from rest_framework.throttling import BaseThrottle
 
-
-def _limits() -> BaseCache:
-    return caches["limits"]
+from benchloop_site.throttling import count_in_window, limits_cache
 
 
 def client_address(request: HttpRequest) -> str:
@@ -39,7 +36,7 @@ def _scopes(request: HttpRequest, username: str) -> list[tuple[str, int]]:
 
 def seconds_locked(request: HttpRequest, username: str) -> int:
     """How long this username or address stays locked out; 0 when sign-in may proceed."""
-    locks = _limits().get_many([f"{key}:lock" for key, _ in _scopes(request, username)])
+    locks = limits_cache().get_many([f"{key}:lock" for key, _ in _scopes(request, username)])
     remaining = max(locks.values(), default=0) - time.time()
     return math.ceil(remaining) if remaining > 0 else 0
 
@@ -47,18 +44,12 @@ def seconds_locked(request: HttpRequest, username: str) -> int:
 def record_failure(request: HttpRequest, username: str) -> None:
     window = settings.SIGNIN_LOCKOUT_SECONDS
     for key, limit in _scopes(request, username):
-        _limits().add(key, 0, timeout=window)
-        try:
-            failures = _limits().incr(key)
-        except ValueError:  # expired between add and incr: this failure starts a new window
-            _limits().set(key, 1, timeout=window)
-            failures = 1
-        if failures >= limit:
-            _limits().set(f"{key}:lock", time.time() + window, timeout=window)
+        if count_in_window(key, window) >= limit:
+            limits_cache().set(f"{key}:lock", time.time() + window, timeout=window)
 
 
 def record_success(request: HttpRequest, username: str) -> None:
     """Forget the username's failures; the address counter stays, so an attacker cannot reset
     it by signing in to an account of their own between guesses."""
     key, _limit = _scopes(request, username)[0]
-    _limits().delete(key)
+    limits_cache().delete(key)

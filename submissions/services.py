@@ -112,7 +112,8 @@ def submit_run(
     digest = content_hash(payload)
     if not record.client_run_id:
         record.client_run_id = f"content-{digest[:32]}"
-    existing = _existing(record, submitter, digest)
+    run_key = fingerprint(record)
+    existing = _existing(record, submitter, digest, run_key)
     if existing:
         return existing
     try:
@@ -124,11 +125,12 @@ def submit_run(
                 api_key=api_key,
                 uploader_key=uploader_key,
                 digest=digest,
+                run_key=run_key,
                 is_verified=is_verified,
             )
     except IntegrityError:
         # A concurrent identical upload won the race; answer as for a repeat.
-        existing = _existing(record, submitter, digest)
+        existing = _existing(record, submitter, digest, run_key)
         if existing:
             return existing
         raise SubmissionConflict("This run was already submitted by another account.") from None
@@ -139,7 +141,9 @@ def submit_run(
 SAME_KEY, SAME_CONTENT, SAME_RUN = 1, 2, 3
 
 
-def _existing(record: RunRecord, submitter: User | None, digest: str) -> UploadOutcome | None:
+def _existing(
+    record: RunRecord, submitter: User | None, digest: str, run_key: str
+) -> UploadOutcome | None:
     """The submission this upload repeats, if any.
 
     New uploads are the common case, so the three ways to match (the submitter's idempotency
@@ -148,11 +152,7 @@ def _existing(record: RunRecord, submitter: User | None, digest: str) -> UploadO
     loaded once one matches.
     """
     columns = ("match", "pk", "submitter_id", "content_hash")
-    lookups = [
-        Submission.objects.filter(run__fingerprint=fingerprint(record)).annotate(
-            match=Value(SAME_RUN)
-        )
-    ]
+    lookups = [Submission.objects.filter(run__fingerprint=run_key).annotate(match=Value(SAME_RUN))]
     if submitter is not None:
         mine = Submission.objects.filter(submitter=submitter)
         lookups += [
@@ -188,6 +188,7 @@ def _create(
     api_key: ApiKey | None,
     uploader_key: str,
     digest: str,
+    run_key: str,
     is_verified: bool,
 ) -> Submission:
     stack, hardware = run_identity(record)
@@ -202,7 +203,7 @@ def _create(
     published = is_public(status, record.visibility, record.outcome)
     run = create_run(
         record,
-        fingerprint(record),
+        run_key,
         identity=(stack, hardware),
         is_verified=is_verified,
         published=published,

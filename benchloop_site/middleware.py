@@ -14,7 +14,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from submissions.errors import json_error
+from submissions.errors import answers_in_json, json_error
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
@@ -64,6 +64,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
     response = unavailable_response(request, exception) if exception else None
     if response is not None:
         return response
-    if request.path.startswith("/api/") or request.path == "/submit":
+    if answers_in_json(request):
         return json_error(500, "server_error", "Something went wrong on our side.")
     return defaults.server_error(request)

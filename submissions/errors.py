@@ -94,9 +94,15 @@ def json_error(status_code: int, code: str, message: str, **headers: str) -> Jso
     return response
 
 
+def answers_in_json(request: HttpRequest) -> bool:
+    """Whether error pages for this URL take the API's JSON error shape (the legacy /submit
+    endpoint included)."""
+    return request.path.startswith("/api/") or request.path == "/submit"
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """handler404: an unknown API URL answers in the API's error shape, pages get the page."""
-    if request.path.startswith("/api/") or request.path == "/submit":
+    if answers_in_json(request):
         return json_error(404, "not_found", "Not found.")
     return page_not_found(request, exception)
 

@@ -13,6 +13,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from benchloop_site.formlimits import limit_posts
 from worker import services
 from worker.engine.redact import redact_text
 from worker.forms import JobForm, NotificationForm, QuickPromptForm
@@ -80,6 +81,7 @@ def _inventory_choices() -> list[tuple[str, str]]:
 
 @login_required
 @permission_required(OPERATE, raise_exception=True)
+@limit_posts("lab_job")
 def new_job(request: HttpRequest) -> HttpResponse:
     form = JobForm(request.POST or None, servers=_inventory_choices())
     if request.method == "POST" and form.is_valid():

@@ -12,6 +12,7 @@ from runs.importers.exports import (
 from runs.importers.records import FormatError, JsonText, Node, RunRecord, load_json
 from runs.importers.runjson import check_not_empty, parse_run
 from runs.importers.upgrade import UnsupportedVersion, upgrade
+from submissions.names import is_anonymous
 from worker.engine.redact import redact_field
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -118,6 +119,8 @@ def public_fields(record: RunRecord) -> RunRecord:
     """The record with its public fields scrubbed of addresses, keys and personal paths."""
     for name in _PUBLIC_RUN_FIELDS:
         setattr(record, name, redact_field(getattr(record, name)))
+    if is_anonymous(record.submitter_name):
+        record.submitter_name = ""  # "anonymous" is nobody: it gets no page of its own
     if record.hardware is not None:
         for name in ("cpu", "gpu", "os_name"):
             setattr(record.hardware, name, redact_field(getattr(record.hardware, name)))

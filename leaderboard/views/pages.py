@@ -306,20 +306,28 @@ def hardware_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _partial(request, "leaderboard/hardware.html", context)
 
 
+def _submitter_page(request: HtmxHttpRequest, runs, **context) -> HttpResponse | None:
+    """A submitter's page of runs, or None when there is none to show."""
+    page, sort = _run_page(request, runs)
+    if not page.paginator.count:
+        return None
+    context.update(page=page, sort=sort, run_sorts=RUN_SORT_LABELS)
+    return _partial(request, "leaderboard/submitter.html", context)
+
+
 @require_GET
 @vary_on_headers("HX-Request")
 def submitter_detail(request: HtmxHttpRequest, username: str) -> HttpResponse:
     """Runs submitted by one account."""
     runs = Run.objects.published().filter(queries.account_runs_q(username))
-    page, sort = _run_page(request, runs)
-    if not page.paginator.count:
-        imported = Run.objects.published().filter(queries.imported_runs_q(username))
-        if not User.objects.filter(username=username).exists() and imported.exists():
-            # Links from before imported authors had pages of their own.
-            return redirect("leaderboard:imported_submitter", name=username, permanent=True)
-        raise Http404("no published runs by this submitter")
-    context = {"name": username, "page": page, "sort": sort, "run_sorts": RUN_SORT_LABELS}
-    return _partial(request, "leaderboard/submitter.html", context)
+    response = _submitter_page(request, runs, name=username)
+    if response is not None:
+        return response
+    imported = Run.objects.published().filter(queries.imported_runs_q(username))
+    if not User.objects.filter(username=username).exists() and imported.exists():
+        # Links from before imported authors had pages of their own.
+        return redirect("leaderboard:imported_submitter", name=username, permanent=True)
+    raise Http404("no published runs by this submitter")
 
 
 @require_GET
@@ -327,14 +335,7 @@ def submitter_detail(request: HtmxHttpRequest, username: str) -> HttpResponse:
 def imported_submitter_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """Runs imported under one author's name: never merged with an account's page."""
     runs = Run.objects.published().filter(queries.imported_runs_q(name))
-    page, sort = _run_page(request, runs)
-    if not page.paginator.count:
+    response = _submitter_page(request, runs, name=imported_label(name), imported=True)
+    if response is None:
         raise Http404("no published runs by this submitter")
-    context = {
-        "name": imported_label(name),
-        "imported": True,
-        "page": page,
-        "sort": sort,
-        "run_sorts": RUN_SORT_LABELS,
-    }
-    return _partial(request, "leaderboard/submitter.html", context)
+    return response

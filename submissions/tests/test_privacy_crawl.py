@@ -12,6 +12,7 @@ import pytest
 from django.test import Client
 
 from leaderboard.public import NOTE_FIELDS
+from leaderboard.views import images
 from runs.models import Run
 from runs.services import refresh_stack_stats
 from submissions.models import Submission
@@ -244,9 +245,20 @@ def _leaks(pages: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def test_private_markers_never_appear_in_public_pages_or_the_api(marked_run, marked_job) -> None:
+def test_private_markers_never_appear_in_public_pages_or_the_api(
+    marked_run, marked_job, monkeypatch
+) -> None:
     run_id, private, public = marked_run
     stack_id = Run.objects.get(pk=run_id).stack_id
+    # A share image is a PNG: record the text each one draws, as it goes to the renderer.
+    drawn: list[str] = []
+    real_png = images._png
+
+    def recording_png(kicker, columns, footer):
+        drawn.append(json.dumps([kicker, [c.__dict__ for c in columns], footer], default=str))
+        return real_png(kicker, columns, footer)
+
+    monkeypatch.setattr(images, "_png", recording_png)
     pages = _crawl(
         Client(),
         [
@@ -267,8 +279,12 @@ def test_private_markers_never_appear_in_public_pages_or_the_api(marked_run, mar
             f"/lab/jobs/{marked_job.pk}/",
             "/lab/jobs/feed.atom",
             f"/api/v1/jobs/{marked_job.pk}",
+            f"/runs/{run_id}/share.png",
+            f"/stacks/{stack_id}/share.png",
         ],
     )
+    assert len(drawn) >= 2
+    pages["share images"] = "\n".join(drawn)
     # The job page's live partial, as htmx asks for it.
     partial = Client().get(f"/lab/jobs/{marked_job.pk}/", headers={"HX-Request": "true"})
     pages["job partial"] = partial.content.decode()
@@ -284,6 +300,7 @@ def test_private_markers_never_appear_in_public_pages_or_the_api(marked_run, mar
     # The crawl did reach the run: its public strings (the model id at least) are there.
     model_marker = Run.objects.get(pk=run_id).stack.model_id
     assert model_marker in everything
+    assert model_marker.split()[0] in pages["share images"]
     assert any(marker in everything for marker in public)
     # ... and the job: its public words are there, its error with the addresses taken out.
     for word in ("mkjob1x", "mkjob3x", "mkhost1x", "answered 502 via"):

@@ -88,6 +88,7 @@ PRIVATE_KEYS = {
     "user_id",
     "avatar_url",
     "profile_url",
+    "hostname",
 }
 UPLOADER_IP = "203.0.113.77"
 UPLOADER_AGENT = "MARKER-USER-AGENT-4c1d"

@@ -69,6 +69,12 @@ _SECRET_ENV = re.compile(
 )
 
 
+# Every pattern above needs one of these; most strings (ids, statuses, prose) have none.
+_MAYBE_PRIVATE = re.compile(
+    r"[:@/\\~.]|bl_|[a-z]{2,3}[_-][\w-]{15}|bearer|basic|authorization|AKIA|eyJ", re.IGNORECASE
+)
+
+
 def _ipv6(match: re.Match) -> str:
     try:
         ipaddress.IPv6Address(match.group(1))
@@ -80,7 +86,7 @@ def _ipv6(match: re.Match) -> str:
 def redact_text(text: object) -> str:
     """`text` as a string with every address, secret and personal path replaced."""
     value = "" if text is None else str(text)
-    if not value:
+    if not _MAYBE_PRIVATE.search(value):
         return value
     value = _URL.sub(REDACTED, value)
     value = _CREDENTIALS.sub(REDACTED, value)

@@ -62,6 +62,13 @@ def throttle_rates(monkeypatch) -> dict:
 
 
 @pytest.fixture(autouse=True)
+def form_rates(settings) -> dict:
+    """Generous HTML-form limits too; a test of one sets its own rate in the returned dict."""
+    settings.FORM_THROTTLE_RATES = dict.fromkeys(settings.FORM_THROTTLE_RATES, "100000/minute")
+    return settings.FORM_THROTTLE_RATES
+
+
+@pytest.fixture(autouse=True)
 def _new_leaderboard_version() -> None:
     """Cached leaderboard fragments are keyed by a data version that a rolled-back test
     leaves behind; each test starts on a fresh one so it never sees another test's board."""

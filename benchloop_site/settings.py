@@ -216,6 +216,8 @@ REST_FRAMEWORK = {
         "upload": os.environ.get("THROTTLE_UPLOAD", "120/minute"),
         "legacy_submit": os.environ.get("THROTTLE_LEGACY_SUBMIT", "20/hour"),
         "device": os.environ.get("THROTTLE_DEVICE", "30/hour"),
+        # `benchloop login` polls every 5 s for up to 10 minutes: one poll per 5 s sustained.
+        "device_token": os.environ.get("THROTTLE_DEVICE_TOKEN", "720/hour"),
     },
     # Proxies in front that append to X-Forwarded-For. DRF's default (None) trusts the whole
     # header, so a client could pick a fresh "address" per request and dodge every throttle.
@@ -271,6 +273,22 @@ SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("SIGNIN_MAX_FAILURES_PER_ADDRESS", 20)
 SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900)
 # How often `benchloop login` may poll for its key (RFC 8628 suggests 5 s); slow_down adds 5 s.
 DEVICE_POLL_INTERVAL = env_int("DEVICE_POLL_INTERVAL", 5)
+# HTML forms that write or send mail, counted per account (per client address when signed
+# out) with the same window counter as the API throttles (benchloop_site/formlimits.py).
+FORM_THROTTLE_RATES = {
+    "signup": os.environ.get("THROTTLE_SIGNUP", "10/hour"),
+    # Mail to one address, whoever asks: sign-up and password-reset mail cannot bomb anyone.
+    "mail_to_address": os.environ.get("THROTTLE_MAIL_TO_ADDRESS", "3/hour"),
+    "password_reset": os.environ.get("THROTTLE_PASSWORD_RESET", "10/hour"),
+    "activate": os.environ.get("THROTTLE_ACTIVATE", "30/hour"),
+    "device_approve": os.environ.get("THROTTLE_DEVICE_APPROVE", "20/hour"),
+    "report": os.environ.get("THROTTLE_REPORT", "10/day"),
+    "api_key": os.environ.get("THROTTLE_API_KEY", "20/hour"),
+    "lab_job": os.environ.get("THROTTLE_LAB_JOB", "120/hour"),
+}
+# Distinct accounts whose open reports send an approved run back to the moderation queue;
+# a report from a moderator or a trusted submitter does it alone (submissions.services).
+BENCHLOOP_REPORTS_TO_HIDE_RUN = env_int("BENCHLOOP_REPORTS_TO_HIDE_RUN", 3)
 LOGIN_REDIRECT_URL = "accounts:profile"
 LOGOUT_REDIRECT_URL = "leaderboard:home"
 

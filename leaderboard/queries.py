@@ -209,8 +209,11 @@ def newest_approved(filters: BoardFilters, limit: int = 50) -> RunQuerySet:
     )
 
 
-def submitter_q(name: str, prefix: str = "submission__") -> Q:
-    """Runs credited to a public submitter name: an account's username or an imported name."""
-    return Q(**{f"{prefix}submitter__username": name}) | Q(
-        **{f"{prefix}submitter__isnull": True, f"{prefix}submitter_name": name}
-    )
+def account_runs_q(username: str, prefix: str = "submission__") -> Q:
+    """Runs submitted by the account with this username."""
+    return Q(**{f"{prefix}submitter__username": username})
+
+
+def imported_runs_q(name: str, prefix: str = "submission__") -> Q:
+    """Runs imported under this author's name (no account: an account never shares them)."""
+    return Q(**{f"{prefix}submitter__isnull": True, f"{prefix}submitter_name": name})

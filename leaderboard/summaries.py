@@ -11,6 +11,7 @@ from django.urls import reverse
 from leaderboard import charts
 from leaderboard.stats import Box, box
 from runs.models import Run, RunQuerySet, ScoreScale, SuiteResult
+from submissions.names import imported_label
 
 # Cap on the runs drawn per stack: plenty for a distribution, bounded for a hot stack.
 MAX_RUNS = 2000
@@ -51,9 +52,12 @@ _SCALE_ORDER = ((ScoreScale.V3, True), (ScoreScale.V2, None), (ScoreScale.SPEED_
 
 
 def submitter_of(row: dict) -> str:
-    return (
-        row["submission__submitter__username"] or row["submission__submitter_name"] or "anonymous"
-    )
+    """The public credit, as Submission.display_submitter words it."""
+    if row["submission__submitter__username"]:
+        return row["submission__submitter__username"]
+    if row["submission__submitter_name"]:
+        return imported_label(row["submission__submitter_name"])
+    return "anonymous"
 
 
 def run_rows(runs: RunQuerySet) -> list[dict]:

@@ -21,5 +21,12 @@ urlpatterns = [
     path("compare/share.png", images.compare_image, name="compare_image"),
     path("models/<path:model_id>/", pages.model_detail, name="model"),
     path("hardware/<int:pk>/", pages.hardware_detail, name="hardware"),
-    path("submitters/<path:name>/", pages.submitter_detail, name="submitter"),
+    # Imported authors and accounts have separate pages, so one can never merge into the
+    # other (a username has no "/", so it never reaches the first pattern).
+    path(
+        "submitters/imported/<path:name>/",
+        pages.imported_submitter_detail,
+        name="imported_submitter",
+    ),
+    path("submitters/<str:username>/", pages.submitter_detail, name="submitter"),
 ]

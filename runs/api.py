@@ -7,10 +7,12 @@ import statistics
 from django.db.models import Count, Prefetch, Q, prefetch_related_objects
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
+    extend_schema_field,
     inline_serializer,
 )
 from rest_framework import serializers
@@ -21,6 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchloop_site.throttling import AnonThrottle, UserThrottle
+from leaderboard import public
 from runs.models import Hardware, Run, Stack, SuiteResult, TaskResult
 from submissions.errors import ApiError
 from submissions.models import UploadAttempt
@@ -67,6 +70,7 @@ class HardwareRowSerializer(HardwareSerializer):
 
 class StackSerializer(serializers.ModelSerializer):
     key = serializers.CharField(source="short_key")
+    launch_settings = serializers.SerializerMethodField()
 
     class Meta:
         model = Stack
@@ -87,6 +91,11 @@ class StackSerializer(serializers.ModelSerializer):
             "published_run_count",
             "submitter_count",
         ]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_launch_settings(self, stack: Stack) -> dict:
+        # The same settings the stack page shows: none that locate or unlock a host.
+        return public.public_launch_settings(stack.launch_settings)
 
 
 class RunSummarySerializer(serializers.ModelSerializer):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from submissions.models import Status, Submission
-from submissions.services import moderate_submission
+from submissions.services import SelfModerationError, moderate_submission
 
 
 @admin.register(Submission)
@@ -34,11 +34,17 @@ class SubmissionAdmin(admin.ModelAdmin):
         self._decide(request, queryset, Status.REJECTED)
 
     def _decide(self, request, queryset, status: str) -> None:
+        decided = 0
         for submission in queryset.select_related("run"):
-            moderate_submission(
-                submission=submission,
-                status=status,
-                moderator=request.user,
-                reason=f"admin action by {request.user}",
-            )
-        messages.success(request, f"{queryset.count()} submission(s) now {status}.")
+            try:
+                moderate_submission(
+                    submission=submission,
+                    status=status,
+                    moderator=request.user,
+                    reason=f"admin action by {request.user}",
+                )
+            except SelfModerationError:
+                messages.error(request, f"Run {submission.run_id} is yours: not decided.")
+                continue
+            decided += 1
+        messages.success(request, f"{decided} submission(s) now {status}.")

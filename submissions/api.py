@@ -49,6 +49,10 @@ class DeviceThrottle(AnonThrottle):
     scope = "device"
 
 
+class DeviceTokenThrottle(AnonThrottle):
+    scope = "device_token"
+
+
 def read_json_body(request: Request) -> dict:
     """The body as a JSON object, with every way it can be wrong mapped to a 4xx ApiError."""
     limit = settings.BENCHLOOP_MAX_UPLOAD_BYTES
@@ -348,6 +352,8 @@ class DeviceTokenView(APIView):
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    # Per address, over all device codes: slow_down paces one code, this paces a client.
+    throttle_classes = [DeviceTokenThrottle]
 
     @extend_schema(
         request=inline_serializer("DevicePoll", {"device_code": serializers.CharField()}),

@@ -3,23 +3,53 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
+from django.contrib.auth.validators import ASCIIUsernameValidator
 
-from submissions.models import ApiKey, Status
+from submissions.models import ApiKey, Status, Submission
+from submissions.names import RESERVED, skeleton
 
 
 class SignupForm(UserCreationForm):
-    email = forms.EmailField(required=True, help_text="For moderation decisions; never shown.")
+    """Never says whether an email is registered (submissions.accounts decides what to mail);
+    usernames are public, so a taken or reserved one is refused as such."""
+
+    email = forms.EmailField(
+        required=True, help_text="We mail a link to confirm it. Never shown to anyone."
+    )
 
     class Meta:
         model = User
         fields = ("username", "email")
-        help_texts = {"username": "Shown publicly next to your runs."}
+        help_texts = {
+            "username": "Shown publicly next to your runs. Letters, digits and @ . + - _ only."
+        }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # ASCII only: a new name cannot hide a Cyrillic or Greek letter that looks Latin.
+        self.fields["username"].validators.append(ASCIIUsernameValidator())
+
+    def clean_username(self) -> str:
+        username = super().clean_username()
+        if username and skeleton(username) in reserved_skeletons():
+            raise forms.ValidationError(
+                "This name is reserved or belongs to an imported submitter; choose another."
+            )
+        return username
 
     def clean_email(self) -> str:
-        email = self.cleaned_data["email"].lower()
-        if User.objects.filter(email__iexact=email).exists():
-            raise forms.ValidationError("An account with this email already exists.")
-        return email
+        return self.cleaned_data["email"].lower()
+
+
+def reserved_skeletons() -> set[str]:
+    """Skeletons of the reserved words and of every imported author's name."""
+    imported = (
+        Submission.objects.filter(submitter__isnull=True)
+        .exclude(submitter_name="")
+        .values_list("submitter_name", flat=True)
+        .distinct()
+    )
+    return {skeleton(name) for name in (*RESERVED, *imported)}
 
 
 class ApiKeyForm(forms.Form):

@@ -5,6 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
+
+from submissions.names import imported_label
 
 
 class Channel(models.TextChoices):
@@ -28,6 +31,18 @@ FINAL_STATUSES = (Status.REJECTED, Status.WITHDRAWN)
 class SubmissionQuerySet(models.QuerySet):
     def awaiting_moderation(self) -> SubmissionQuerySet:
         return self.filter(status__in=[Status.PENDING, Status.FLAGGED])
+
+    def reported(self) -> SubmissionQuerySet:
+        """Submissions whose run has reports no moderator has acted on yet."""
+        return self.filter(_has_open_reports())
+
+    def needing_a_moderator(self) -> SubmissionQuerySet:
+        """What the queue's default view lists: waiting for a decision, or reported."""
+        return self.filter(Q(status__in=[Status.PENDING, Status.FLAGGED]) | _has_open_reports())
+
+
+def _has_open_reports() -> models.Exists:
+    return models.Exists(RunReport.objects.open().filter(run_id=models.OuterRef("run_id")))
 
 
 class Submission(models.Model):
@@ -88,9 +103,22 @@ class Submission(models.Model):
 
     @property
     def display_submitter(self) -> str:
+        """The public credit: an account's username, an imported author's name marked as
+        imported (so it never reads as an account's), or "anonymous"."""
         if self.submitter_id:
             return self.submitter.get_username()
-        return self.submitter_name or "anonymous"
+        if self.submitter_name:
+            return imported_label(self.submitter_name)
+        return "anonymous"
+
+    @property
+    def submitter_url(self) -> str:
+        """The credited submitter's public page; "" for anonymous runs, which have none."""
+        if self.submitter_id:
+            return reverse("leaderboard:submitter", args=[self.submitter.get_username()])
+        if self.submitter_name:
+            return reverse("leaderboard:imported_submitter", args=[self.submitter_name])
+        return ""
 
 
 class SubmitterProfile(models.Model):
@@ -205,17 +233,38 @@ class ModerationDecision(models.Model):
         return f"{self.from_status} → {self.to_status}"
 
 
+class RunReportQuerySet(models.QuerySet):
+    def open(self) -> RunReportQuerySet:
+        """Reports no moderator has acted on yet (a decision on the run resolves them)."""
+        return self.filter(resolved_at__isnull=True)
+
+
 class RunReport(models.Model):
+    """A signed-in user's report on a public run. Every report reaches the moderation queue;
+    whether it also hides the run at once is submissions.services.report_run's rule."""
+
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="reports")
     reporter = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
     )
     reason = models.TextField(max_length=2000)
     created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    objects = RunReportQuerySet.as_manager()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "reporter"], name="runreport_once_per_user"),
+        ]
+        indexes = [
+            # The queue asks which runs have open reports.
+            models.Index(
+                fields=["run"], condition=Q(resolved_at__isnull=True), name="runreport_open_idx"
+            ),
         ]
 
     def __str__(self) -> str:

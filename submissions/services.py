@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Value
@@ -28,6 +29,7 @@ from runs.services import (
 )
 from runs.tasks import refresh_stack_soon
 from submissions import integrity, keys
+from submissions.access import is_moderator
 from submissions.models import (
     ApiKey,
     Channel,
@@ -259,6 +261,10 @@ def _is_trusted(user: User) -> bool:
         return False
 
 
+class SelfModerationError(PermissionDenied):
+    """Nobody decides on their own run, superusers included."""
+
+
 def moderate_submission(
     *,
     submission: Submission,
@@ -267,9 +273,20 @@ def moderate_submission(
     reason: str = "",
     automatic: bool = False,
 ) -> Submission:
-    """Record a decision in the audit log, publish or hide the run, and tell the submitter."""
+    """Record a decision in the audit log, publish or hide the run, and tell the submitter.
+
+    A person's decision also resolves the run's open reports. Raises SelfModerationError when
+    the moderator is the run's submitter; withdrawing one's own run is the one exception (it
+    is the owner's right, not a moderation decision).
+    """
     with transaction.atomic():
         locked = Submission.objects.select_for_update().select_related("run").get(pk=submission.pk)
+        if (
+            moderator is not None
+            and locked.submitter_id == moderator.pk
+            and status != Status.WITHDRAWN
+        ):
+            raise SelfModerationError("Nobody moderates their own runs.")
         previous = locked.status
         locked.status = status
         locked.moderation_note = reason
@@ -283,6 +300,10 @@ def moderate_submission(
             reason=reason,
             automatic=automatic,
         )
+        if moderator is not None and not automatic:
+            RunReport.objects.open().filter(run_id=locked.run_id).update(
+                resolved_at=locked.decided_at, resolved_by=moderator
+            )
         set_published(locked.run, status)
         # A decision shows on the leaderboard at once (the default view reads the stack's
         # best run); refreshing one stack is a handful of indexed queries. The worker refreshes
@@ -311,21 +332,49 @@ def _notify_decision(submission: Submission) -> None:
 
 
 def report_run(*, run: Run, reporter: User, reason: str) -> RunReport:
-    """A signed-in user's report sends an approved run back to the moderation queue."""
+    """Record a signed-in user's report; it reaches the moderation queue at once.
+
+    A report hides an approved run (sends it back to flagged) only when it comes from someone
+    with standing (a moderator or a trusted submitter), or once BENCHLOOP_REPORTS_TO_HIDE_RUN
+    distinct accounts other than the submitter have open reports on it: one ordinary account
+    must not be able to unpublish runs by reporting each once. Reporting again after a
+    moderator's decision reopens the same report.
+    """
     with transaction.atomic():
-        report, _ = RunReport.objects.get_or_create(
+        submission = Submission.objects.select_for_update().get(run=run)
+        report, created = RunReport.objects.get_or_create(
             run=run, reporter=reporter, defaults={"reason": reason[:2000]}
         )
-        submission = run.submission
-        if submission.status == Status.APPROVED:
-            moderate_submission(
-                submission=submission,
-                status=Status.FLAGGED,
-                moderator=None,
-                reason=f"reported by a user: {reason[:500]}",
-                automatic=True,
-            )
+        if not created:
+            report.reason = reason[:2000]
+            report.resolved_at = None
+            report.resolved_by = None
+            report.save(update_fields=["reason", "resolved_at", "resolved_by"])
+        if submission.status != Status.APPROVED:
+            return report
+        reporters = (
+            RunReport.objects.open()
+            .filter(run=run)
+            .exclude(reporter_id=submission.submitter_id)
+            .values("reporter_id")
+            .distinct()
+            .count()
+        )
+        if _has_standing(reporter):
+            why = f"reported by {reporter.get_username()}: {reason[:500]}"
+        elif reporters >= settings.BENCHLOOP_REPORTS_TO_HIDE_RUN:
+            why = f"reported by {reporters} users; latest: {reason[:500]}"
+        else:
+            return report
+        moderate_submission(
+            submission=submission, status=Status.FLAGGED, moderator=None, reason=why, automatic=True
+        )
     return report
+
+
+def _has_standing(user: User) -> bool:
+    """Moderators and trusted submitters: their reports act at once."""
+    return is_moderator(user) or _is_trusted(user)
 
 
 def withdraw_run(*, submission: Submission, user: User) -> Submission:

@@ -14,14 +14,9 @@ import time
 
 from django.conf import settings
 from django.http import HttpRequest
-from rest_framework.throttling import BaseThrottle
 
+from benchloop_site.formlimits import client_address
 from benchloop_site.throttling import count_in_window, limits_cache
-
-
-def client_address(request: HttpRequest) -> str:
-    """The client's address as the API throttles see it (honours REST_FRAMEWORK NUM_PROXIES)."""
-    return BaseThrottle().get_ident(request)
 
 
 def _scopes(request: HttpRequest, username: str) -> list[tuple[str, int]]:

@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required, permission_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import User
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.views import LoginView, PasswordResetView
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
+from django.urls import reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from benchloop_site.formlimits import limit_posts, seconds_to_wait, too_many_requests
 from runs.models import Run
-from submissions import services, signin
+from submissions import accounts, services, signin
 from submissions.access import MODERATE_PERMISSION
 from submissions.forms import ApiKeyForm, DecisionForm, DeviceCodeForm, ReportForm, SignupForm
 from submissions.models import (
     ApiKey,
     Channel,
     ModerationDecision,
+    RunReport,
     Status,
     Submission,
     SubmitterProfile,
@@ -32,17 +36,72 @@ from submissions.models import (
 )
 
 
+@sensitive_post_parameters("password1", "password2")
+@never_cache
+@limit_posts("signup")
 def signup(request: HttpRequest) -> HttpResponse:
+    """The answer is the same whether the email is new or registered (see accounts.py)."""
     if request.user.is_authenticated:
         return redirect("accounts:profile")
     form = SignupForm(request.POST or None)
+    if request.method == "POST":
+        accounts.forget_stale_signups()
     if request.method == "POST" and form.is_valid():
-        user = form.save()
-        SubmitterProfile.objects.create(user=user)
+        email = form.cleaned_data["email"]
+        wait = seconds_to_wait(request, "mail_to_address", about=email)
+        if wait:
+            return too_many_requests(request, wait)
+        accounts.request_signup(
+            username=form.cleaned_data["username"],
+            email=email,
+            password=form.cleaned_data["password1"],
+            base_url=_base_url(request),
+        )
+        return redirect("accounts:signup_sent")
+    return render(request, "accounts/signup.html", {"form": form})
+
+
+def signup_sent(request: HttpRequest) -> HttpResponse:
+    return render(request, "accounts/signup_sent.html")
+
+
+@never_cache
+@limit_posts("activate")
+def activate(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
+    """GET shows a button, POST activates: mail scanners that open links activate nothing."""
+    user = accounts.pending_user(uidb64, token)
+    if user is None:
+        return render(request, "accounts/activate.html", {"invalid": True}, status=400)
+    if request.method == "POST":
+        accounts.activate(user=user)
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, "Welcome to BenchLoop. Create an API key to upload runs.")
         return redirect("accounts:profile")
-    return render(request, "accounts/signup.html", {"form": form})
+    return render(request, "accounts/activate.html", {"pending": user})
+
+
+def _base_url(request: HttpRequest) -> str:
+    """The site's absolute root for links in mail."""
+    return (getattr(settings, "SITE_URL", "") or request.build_absolute_uri("/")).rstrip("/")
+
+
+class _PasswordResetView(PasswordResetView):
+    """Django's reset view (it answers the same for unknown addresses), with mail to any one
+    address rate-limited so the form cannot bomb an inbox."""
+
+    template_name = "accounts/password_reset.html"
+    email_template_name = "accounts/password_reset_email.txt"
+    subject_template_name = "accounts/password_reset_subject.txt"
+    success_url = reverse_lazy("accounts:password_reset_done")
+
+    def form_valid(self, form):
+        wait = seconds_to_wait(self.request, "mail_to_address", about=form.cleaned_data["email"])
+        if wait:
+            return too_many_requests(self.request, wait)
+        return super().form_valid(form)
+
+
+password_reset = limit_posts("password_reset")(_PasswordResetView.as_view())
 
 
 _login_view = LoginView.as_view(
@@ -138,6 +197,7 @@ def delete(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @never_cache
 @login_required
+@limit_posts("api_key")
 def api_keys(request: HttpRequest) -> HttpResponse:
     form = ApiKeyForm(request.POST or None)
     new_key = None
@@ -164,6 +224,7 @@ def revoke_key(request: HttpRequest, pk: int) -> HttpResponse:
 
 @never_cache
 @login_required
+@limit_posts("device_approve")
 def device(request: HttpRequest) -> HttpResponse:
     form = DeviceCodeForm(request.POST or None, initial={"code": request.GET.get("code", "")})
     approved = None
@@ -177,12 +238,13 @@ def device(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@limit_posts("report")
 def report(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.published().select_related("stack"), pk=run_id)
     form = ReportForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         services.report_run(run=run, reporter=request.user, reason=form.cleaned_data["reason"])
-        messages.success(request, "Thanks: the run is back in the moderation queue.")
+        messages.success(request, "Thanks: your report is in the moderators' queue.")
         return redirect("leaderboard:leaderboard")
     return render(request, "submissions/report.html", {"form": form, "run": run})
 
@@ -215,7 +277,9 @@ def queue(request: HttpRequest) -> HttpResponse:
         "run__stack", "run__hardware", "submitter"
     ).order_by("created_at")
     if status == "waiting":
-        submissions = submissions.awaiting_moderation()
+        submissions = submissions.needing_a_moderator()
+    elif status == "reported":
+        submissions = submissions.reported()
     elif status in QUEUE_STATUSES:
         submissions = submissions.filter(status=status)
     if channel in Channel.values:
@@ -228,12 +292,25 @@ def queue(request: HttpRequest) -> HttpResponse:
         .values_list("stack_id")
         .annotate(n=Count("id"))
     )
+    reports: dict[int, list[RunReport]] = {}
+    for item in (
+        RunReport.objects.open()
+        .filter(run_id__in=[s.run_id for s in rows])
+        .select_related("reporter")
+        .order_by("created_at")
+    ):
+        reports.setdefault(item.run_id, []).append(item)
+    for s in rows:
+        s.open_reports = reports.get(s.run_id, [])
+        # Nobody moderates their own runs: the row shows it and offers no action.
+        s.is_own = s.submitter_id == request.user.pk
     return render(
         request,
         "submissions/queue.html",
         {
             "page": page,
             "rows": [(s, peers.get(s.run.stack_id), attempts.get(s.run.stack_id, 0)) for s in rows],
+            "any_actionable": any(not s.is_own for s in rows),
             "status": status,
             "channel": channel,
             "statuses": QUEUE_STATUSES,
@@ -275,16 +352,25 @@ def decide(request: HttpRequest) -> HttpResponse:
         for field, errors in form.errors.items():
             messages.error(request, f"{field}: {' '.join(errors)}")
         return redirect("submissions:queue")
-    for submission in form.cleaned_data["submissions"]:
+    chosen = form.cleaned_data["submissions"]
+    own = [s for s in chosen if s.submitter_id == request.user.pk]
+    for submission in chosen:
+        if submission in own:
+            continue
         services.moderate_submission(
             submission=submission,
             status=form.cleaned_data["status"],
             moderator=request.user,
             reason=form.cleaned_data["reason"],
         )
+    if own:
+        messages.error(
+            request,
+            f"{len(own)} of them are your own runs: another moderator has to decide on those.",
+        )
     messages.success(
         request,
-        f"{len(form.cleaned_data['submissions'])} submission(s) now {form.cleaned_data['status']}.",
+        f"{len(chosen) - len(own)} submission(s) now {form.cleaned_data['status']}.",
     )
     return redirect(_safe_next(request, "submissions:queue"))
 

@@ -16,6 +16,7 @@ from submissions.errors import ApiError
 from submissions.permissions import scope_required
 from worker import services
 from worker.engine.harnesses import HARNESSES
+from worker.engine.redact import redact_text
 from worker.models import BenchmarkJob
 
 
@@ -27,6 +28,8 @@ class IsLabOperator(BasePermission):
 
 
 class JobOutput(serializers.ModelSerializer):
+    """A job's state; its text is redacted for anyone but its requester and lab operators."""
+
     url = serializers.SerializerMethodField()
     host = serializers.CharField(source="host.name", default=None, allow_null=True)
     run_url = serializers.SerializerMethodField()
@@ -61,6 +64,19 @@ class JobOutput(serializers.ModelSerializer):
 
     def get_url(self, job: BenchmarkJob) -> str:
         return f"/lab/jobs/{job.pk}/"
+
+    def to_representation(self, job: BenchmarkJob) -> dict:
+        """Everyone but the job's requester and lab operators gets its text redacted: an
+        endpoint's own error message can name the endpoint's address."""
+        data = super().to_representation(job)
+        request = self.context.get("request")
+        if not job.shows_raw_text_to(getattr(request, "user", None)):
+            for name in ("model", "profile", "host", "current_suite", "current_task", "error"):
+                if data.get(name) is not None:
+                    data[name] = redact_text(data[name])
+            for name in ("suites", "tasks"):
+                data[name] = [redact_text(item) for item in data.get(name) or []]
+        return data
 
     def get_run_url(self, job: BenchmarkJob) -> str | None:
         return f"/runs/{job.run_id}/" if job.run_id else None
@@ -125,7 +141,7 @@ class JobQueueView(APIView):
                     for field, messages in exc.message_dict.items()
                 ],
             ) from None
-        body = JobOutput(job).data
+        body = JobOutput(job, context={"request": request}).data
         return Response(body, status=202, headers={"Location": body["url"]})
 
 
@@ -137,6 +153,5 @@ class JobDetailView(APIView):
 
     @extend_schema(responses=JobOutput)
     def get(self, request: Request, pk: int) -> Response:
-        return Response(
-            JobOutput(get_object_or_404(BenchmarkJob.objects.select_related("host"), pk=pk)).data
-        )
+        job = get_object_or_404(BenchmarkJob.objects.select_related("host"), pk=pk)
+        return Response(JobOutput(job, context={"request": request}).data)

@@ -179,6 +179,15 @@ class BenchmarkJob(models.Model):
     def is_final(self) -> bool:
         return self.status in self.FINAL
 
+    def shows_raw_text_to(self, user) -> bool:
+        """Whether `user` sees this job's endpoint error text unredacted: its requester and
+        lab operators do; everyone else sees it through worker.engine.redact."""
+        return bool(
+            user
+            and user.is_authenticated
+            and (self.requested_by_id == user.id or user.has_perm("worker.operate_lab"))
+        )
+
     @property
     def progress_percent(self) -> int:
         if not self.total_tasks:

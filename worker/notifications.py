@@ -16,6 +16,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from worker.engine.redact import redact_text
 from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 
 SIGNATURE_HEADER = "X-BenchLoop-Signature"
@@ -55,16 +56,18 @@ def verify(
 
 
 def job_payload(job: BenchmarkJob) -> dict:
+    """The webhook body. Receivers are often shared channels, so its text is redacted like a
+    public page's; the raw error is on the job page, for the requester."""
     return {
         "event": f"job.{job.status}",
         "job": {
             "id": job.pk,
             "status": job.status,
-            "model": job.model,
+            "model": redact_text(job.model),
             "pool": job.pool,
-            "profile": job.profile,
+            "profile": redact_text(job.profile),
             "attempts": job.attempts,
-            "error": job.error,
+            "error": redact_text(job.error),
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,
             "url": f"/lab/jobs/{job.pk}/",
             "run_url": f"/runs/{job.run_id}/" if job.run_id else None,
@@ -79,7 +82,7 @@ def notify_finished(job_id: int) -> None:
     prefs, _ = NotificationSettings.objects.get_or_create(user=job.requested_by)
     if prefs.email_on_finish and job.requested_by.email:
         send_mail(
-            subject=f"BenchLoop job {job.pk} {job.status}: {job.model}",
+            subject=f"BenchLoop job {job.pk} {job.status}: {redact_text(job.model)}",
             message=_email_text(job),
             from_email=settings.DEFAULT_FROM_EMAIL,
             recipient_list=[job.requested_by.email],
@@ -97,9 +100,11 @@ def notify_finished(job_id: int) -> None:
 
 
 def _email_text(job: BenchmarkJob) -> str:
-    lines = [f"Job {job.pk} ({job.model} on pool {job.pool}) is {job.status}."]
+    # Redacted like the public job page: mail is forwarded and archived; the raw error is on
+    # the job page, which only the requester and lab operators see unredacted.
+    lines = [f"Job {job.pk} ({redact_text(job.model)} on pool {job.pool}) is {job.status}."]
     if job.error:
-        lines.append(f"Reason: {job.error}")
+        lines.append(f"Reason: {redact_text(job.error)}")
     if job.run_id:
         lines.append(f"Verified run: /runs/{job.run_id}/")
     lines.append(f"Job page: /lab/jobs/{job.pk}/")

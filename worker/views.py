@@ -13,7 +13,9 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from benchloop_site.formlimits import limit_posts
 from worker import services
+from worker.engine.redact import redact_text
 from worker.forms import JobForm, NotificationForm, QuickPromptForm
 from worker.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
 
@@ -53,6 +55,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "job": job,
         "events": events,
         "can_operate": request.user.has_perm(OPERATE),
+        "raw_error": job.shows_raw_text_to(request.user),
         "earlier_attempts": job.attempts > 1,
     }
     if getattr(request, "htmx", False):
@@ -78,6 +81,7 @@ def _inventory_choices() -> list[tuple[str, str]]:
 
 @login_required
 @permission_required(OPERATE, raise_exception=True)
+@limit_posts("lab_job")
 def new_job(request: HttpRequest) -> HttpResponse:
     form = JobForm(request.POST or None, servers=_inventory_choices())
     if request.method == "POST" and form.is_valid():
@@ -196,12 +200,12 @@ class FinishedJobsFeed(Feed):
         return BenchmarkJob.objects.finished().order_by("-finished_at")[:50]
 
     def item_title(self, job: BenchmarkJob) -> str:
-        return f"Job {job.pk} {job.status}: {job.model}"
+        return f"Job {job.pk} {job.status}: {redact_text(job.model)}"
 
     def item_description(self, job: BenchmarkJob) -> str:
         # Atom puts this in <summary type="html">: readers render it as HTML, so escape it.
         text = f"{job.model} on pool {job.pool}, profile {job.profile or ', '.join(job.suites)}."
-        return escape(text + (f" Reason: {job.error}" if job.error else ""))
+        return escape(redact_text(text + (f" Reason: {job.error}" if job.error else "")))
 
     def item_link(self, job: BenchmarkJob) -> str:
         return f"/lab/jobs/{job.pk}/"

@@ -89,4 +89,4 @@ def test_hostile_names_are_escaped_in_the_feed(client: Client) -> None:
     feed = ET.fromstring(body)  # still well-formed XML
     entry = next(feed.iter(f"{ATOM}entry"))
     assert HOSTILE in entry.findtext(f"{ATOM}title")
-    assert entry.find(f"{ATOM}author").findtext(f"{ATOM}name") == HOSTILE
+    assert entry.find(f"{ATOM}author").findtext(f"{ATOM}name") == f"{HOSTILE} (imported)"

@@ -74,16 +74,20 @@ def test_the_submitter_page_lists_their_runs(client: Client, django_assert_num_q
     add_runs(
         record(model_id="by-ada:8b", submitter="ada"), record(model_id="by-bo:8b", submitter="bo")
     )
-    html = client.get("/submitters/ada/").content.decode()
+    html = client.get("/submitters/imported/ada/").content.decode()
     assert "by-ada:8b" in html and "by-bo:8b" not in html
-    partial = client.get("/submitters/ada/?sort=overall", headers=HTMX).content.decode()
+    partial = client.get("/submitters/imported/ada/?sort=overall", headers=HTMX).content.decode()
     assert "<html" not in partial and "by-ada:8b" in partial
     assert client.get("/submitters/nobody/").status_code == 404
+    assert client.get("/submitters/imported/nobody/").status_code == 404
+    # Links from before imported authors had their own pages still arrive.
+    old = client.get("/submitters/ada/")
+    assert old.status_code == 301 and old.headers["Location"] == "/submitters/imported/ada/"
     with django_assert_num_queries(2):
-        client.get("/submitters/ada/")
+        client.get("/submitters/imported/ada/")
     add_runs(*(record(model_id=f"ada{i}:8b", submitter="ada") for i in range(5)))
     with django_assert_num_queries(2):
-        client.get("/submitters/ada/")
+        client.get("/submitters/imported/ada/")
 
 
 def test_hostile_names_are_escaped_on_model_hardware_and_submitter_pages(client: Client) -> None:
@@ -92,7 +96,7 @@ def test_hostile_names_are_escaped_on_model_hardware_and_submitter_pages(client:
     pages = [
         f"/models/{stack.model_id}/",
         f"/hardware/{run.hardware_id}/",
-        f"/submitters/{HOSTILE}/",
+        f"/submitters/imported/{HOSTILE}/",
         f"/runs/{run.id}/",
         "/",
     ]
@@ -109,7 +113,7 @@ def test_list_pages_work_on_the_bulk_dataset(client: Client) -> None:
     call_command("seed_demo", "--runs", "300", stdout=io.StringIO())
     hardware = Hardware.objects.first()
     assert client.get(f"/hardware/{hardware.id}/").status_code == 200
-    assert client.get("/submitters/ada/").status_code == 200
+    assert client.get("/submitters/imported/ada/").status_code == 200
 
 
 def test_the_landing_page_query_count_does_not_grow(

@@ -45,7 +45,7 @@ def test_it_shows_every_run_the_spread_suites_trend_and_recipe(client: Client) -
     assert "Scores per run" in html
     assert "Decode tok/s by engine version" in html and "b6000" in html and "b6500" in html
     assert "Per-suite scores" in html and "toolcall" in html
-    assert "Best of 4:" in html and "ada 2" in html and "grace 2" in html
+    assert "Best of 4:" in html and "ada (imported) 2" in html and "grace (imported) 2" in html
     # The recipe keeps the settings but never an address or a secret.
     assert "-c 8192" in html
     for secret in ("10.0.0.7", "sk-SECRET123", "hf_abcdef", "gpu.example.com"):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.db.models import F, Prefetch
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -19,6 +20,7 @@ from leaderboard.views.board import HtmxHttpRequest, scatter_for
 from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult, Visibility
 from submissions.access import can_see_private
 from submissions.models import Status
+from submissions.names import imported_label
 
 RUNS_PER_PAGE = 25
 RUN_SORT_LABELS = [("date", "newest"), ("overall", "overall"), ("decode", "decode tok/s")]
@@ -304,13 +306,36 @@ def hardware_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _partial(request, "leaderboard/hardware.html", context)
 
 
-@require_GET
-@vary_on_headers("HX-Request")
-def submitter_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    """Runs credited to one public submitter name."""
-    runs = Run.objects.published().filter(queries.submitter_q(name))
+def _submitter_page(request: HtmxHttpRequest, runs, **context) -> HttpResponse | None:
+    """A submitter's page of runs, or None when there is none to show."""
     page, sort = _run_page(request, runs)
     if not page.paginator.count:
-        raise Http404("no published runs by this submitter")
-    context = {"name": name, "page": page, "sort": sort, "run_sorts": RUN_SORT_LABELS}
+        return None
+    context.update(page=page, sort=sort, run_sorts=RUN_SORT_LABELS)
     return _partial(request, "leaderboard/submitter.html", context)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def submitter_detail(request: HtmxHttpRequest, username: str) -> HttpResponse:
+    """Runs submitted by one account."""
+    runs = Run.objects.published().filter(queries.account_runs_q(username))
+    response = _submitter_page(request, runs, name=username)
+    if response is not None:
+        return response
+    imported = Run.objects.published().filter(queries.imported_runs_q(username))
+    if not User.objects.filter(username=username).exists() and imported.exists():
+        # Links from before imported authors had pages of their own.
+        return redirect("leaderboard:imported_submitter", name=username, permanent=True)
+    raise Http404("no published runs by this submitter")
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def imported_submitter_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """Runs imported under one author's name: never merged with an account's page."""
+    runs = Run.objects.published().filter(queries.imported_runs_q(name))
+    response = _submitter_page(request, runs, name=imported_label(name), imported=True)
+    if response is None:
+        raise Http404("no published runs by this submitter")
+    return response

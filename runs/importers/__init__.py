@@ -12,6 +12,8 @@ from runs.importers.exports import (
 from runs.importers.records import FormatError, JsonText, Node, RunRecord, load_json
 from runs.importers.runjson import check_not_empty, parse_run
 from runs.importers.upgrade import UnsupportedVersion, upgrade
+from submissions.names import is_anonymous
+from worker.engine.redact import redact_field
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -39,7 +41,7 @@ def _parse_file(path: Path, model_id: str) -> tuple[list[RunRecord], str, object
     except UnicodeDecodeError as exc:
         raise FormatError(f"byte {exc.start}", "not UTF-8 text") from None
     if path.suffix == ".jsonl":
-        return parse_speed_jsonl(text, model_id=model_id), text, None
+        return [public_fields(r) for r in parse_speed_jsonl(text, model_id=model_id)], text, None
     document = load_json(text, position="line {line} column {column}")
     return parse_document(document), text, document
 
@@ -87,6 +89,45 @@ def parse_run_payload(data: dict, *, upgraded: tuple[dict, str, str] | None = No
     record.visibility = visibility if visibility in ("public", "unlisted", "private") else "public"
     record.raw_payload = data
     check_not_empty(record, node)
+    return public_fields(record)
+
+
+# Fields every visitor sees (pages, exports, share images, the read API, URLs). The launch
+# command, errors, outputs and task metadata stay as sent: only their owner sees them raw,
+# and every public surface redacts them where it shows them.
+_PUBLIC_RUN_FIELDS = (
+    "model_id",
+    "quantization",
+    "model_sha256",
+    "engine",
+    "engine_version",
+    "provider",
+    "harness",
+    "harness_version",
+    "kv_cache_type",
+    "draft_model",
+    "benchmark_id",
+    "benchmark_version",
+    "profile",
+    "requested_profile",
+    "manifest_hash",
+    "submitter_name",
+)
+
+
+def public_fields(record: RunRecord) -> RunRecord:
+    """The record with its public fields scrubbed of addresses, keys and personal paths."""
+    for name in _PUBLIC_RUN_FIELDS:
+        setattr(record, name, redact_field(getattr(record, name)))
+    if is_anonymous(record.submitter_name):
+        record.submitter_name = ""  # "anonymous" is nobody: it gets no page of its own
+    if record.hardware is not None:
+        for name in ("cpu", "gpu", "os_name"):
+            setattr(record.hardware, name, redact_field(getattr(record.hardware, name)))
+    for suite in record.suites:
+        for task in suite.tasks:
+            task.task_id = redact_field(task.task_id)
+            task.finish_reason = redact_field(task.finish_reason)
     return record
 
 
@@ -95,7 +136,7 @@ def parse_document(data: object) -> list[RunRecord]:
     kind = detect_format(data)
     node = Node(data)
     if kind == "leaderboard-v1":
-        return parse_leaderboard_v1(node)
+        return [public_fields(record) for record in parse_leaderboard_v1(node)]
     if kind == "leaderboard-v2":
-        return parse_leaderboard_v2(node)
+        return [public_fields(record) for record in parse_leaderboard_v2(node)]
     return [parse_run_payload(node.obj())]

@@ -94,8 +94,9 @@ def published(db, smoke_run, bob):
 
     owner_key = create_api_key(user=bob, name="bob", scopes=["submit", "read"])[1]
     run_id = post_json(Client(), "/api/v1/runs", smoke_run, owner_key).json()["id"]
+    # Nobody moderates their own run: bob's upload is approved as an automatic decision.
     moderate_submission(
-        submission=Submission.objects.get(run_id=run_id), status="approved", moderator=bob
+        submission=Submission.objects.get(run_id=run_id), status="approved", moderator=None
     )
     job = lab.queue_job(requested_by=bob, model="m", endpoint_url="http://10.0.0.1/v1")
     return {"run": Run.objects.get(pk=run_id), "job": job}

@@ -107,7 +107,9 @@ def test_moderators_cannot_trust_themselves(bob_client, bob) -> None:
     )
 
 
-def test_a_report_sends_an_approved_run_back_to_the_queue(bob_client, pending_run, mallory) -> None:
+def test_a_report_reaches_the_queue_and_the_run_stays_public(
+    bob_client, pending_run, mallory
+) -> None:
     ids = list(Submission.objects.values_list("pk", flat=True))
     bob_client.post("/moderation/decide/", {"submissions": ids, "status": "approved"})
     reporter = Client()
@@ -116,9 +118,9 @@ def test_a_report_sends_an_approved_run_back_to_the_queue(bob_client, pending_ru
     response = reporter.post(f"/runs/{pending_run}/report/", {"reason": "TTFT looks faked"})
     assert response.status_code == 302
     submission = Submission.objects.get()
-    assert submission.status == Status.FLAGGED
-    assert not submission.run.published
-    assert "TTFT looks faked" in submission.moderation_note
+    # One ordinary account's report does not hide a run (see test_reports.py).
+    assert submission.status == Status.APPROVED
+    assert submission.run.published
     assert "TTFT looks faked" in bob_client.get("/moderation/").content.decode()
 
 

@@ -17,6 +17,7 @@ import jsonschema
 
 from .errors import BundleWriteError, UsageError
 from .paths import runs_dir
+from .redact import REDACTED, redact_text
 
 BUNDLE_SCHEMA_VERSION = "1.0"
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "bundle-1.schema.json"
@@ -163,7 +164,6 @@ def find_run(ref: str | None, home_runs: Path | None = None) -> Path:
 
 # ---------------------------------------------------------------- upload view
 
-_URL_RE = re.compile(r"https?://[^\s\"'<>]+")
 _DROP_MACHINE = ("endpoint", "remote_host")
 
 
@@ -177,8 +177,9 @@ def upload_view(bundle: dict, *, secrets: list[str] | tuple[str, ...] = ()) -> d
     Dropped: ``machine.endpoint``, ``machine.remote_host``, a machine id that is not our salted
     hash (legacy MAC-derived ids), ``extras`` (legacy command lines and dashboard fields), every
     task ``output``. ``machine.backend`` keeps only the engine name (the old CLI wrote
-    "<provider>:<url>" there). Any remaining string is scrubbed of URLs, the endpoint's host and
-    the given secrets, and model ids that are file paths keep only the file name.
+    "<provider>:<url>" there). Any remaining string goes through the site's own redaction
+    (worker.engine.redact: addresses, URLs, keys, emails, home paths) and loses the endpoint's
+    host and the given secrets; model ids that are file paths keep only the file name.
     """
     view = copy.deepcopy(bundle)
     machine = view.get("machine") or {}
@@ -212,10 +213,10 @@ def _scrub(value: object, needles: list[str]) -> object:
     if isinstance(value, list):
         return [_scrub(v, needles) for v in value]
     if isinstance(value, str):
-        text = _URL_RE.sub("<url>", value)
+        # The named secrets first: redact_text would cut a URL-shaped one into pieces.
         for needle in needles:
-            text = text.replace(needle, "<redacted>")
-        return text
+            value = value.replace(needle, REDACTED)
+        return redact_text(value)
     return value
 
 

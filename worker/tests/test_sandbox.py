@@ -345,6 +345,20 @@ def test_the_child_sees_only_libraries_stdlib_and_its_own_tmp(tmp_path):
     assert not os.path.exists("/tmp/mine.txt")  # the child's /tmp is its own
 
 
+def test_the_only_descriptors_the_child_has_are_its_job_its_output_and_its_report():
+    code = PRELUDE + (
+        "fds = []\n"
+        "for fd in range(100):\n"
+        "    try:\n        get('fstat')(osm)(fd)\n        fds.append(fd)\n"
+        "    except Exception:\n        pass\n"
+        "print(len(fds), flush=True)\n"
+        "attempt('write_job', lambda: get('write')(osm)(0, b'tampered'))\n"
+    )
+    result = run_python(code, limits=FAST, enforce_policy=False)
+    assert result.stdout.splitlines()[0] == "4"  # stdin, stdout, stderr, report; no bwrap pipe
+    assert "write_job BLOCKED OSError [Errno 9] Bad file descriptor" in result.stdout
+
+
 # --------------------------------------------------------------------------------------------
 # The friendly first layer still explains itself
 

@@ -109,16 +109,19 @@ def _read(path: Path, limit: int) -> bytes:
         return handle.read(limit)
 
 
-def _kill_namespace(info_fd: int) -> bool:
+def _kill_namespace(info_fd: int, bwrap_pid: int) -> bool:
     """SIGKILL the sandbox's PID-namespace init, which takes the whole namespace with it."""
     if info_fd < 0:
         return False
     os.set_blocking(info_fd, False)
     try:
         pid = json.loads(os.read(info_fd, 4096))["child-pid"]
-    except (OSError, ValueError, KeyError, TypeError):
+        # Only ever bwrap's own child: the pid comes through a pipe, and is checked as such.
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
         return False  # bwrap never got as far as starting the namespace
-    if type(pid) is not int or pid <= 1:
+    if type(pid) is not int or pid <= 1 or parent != bwrap_pid:
         return False
     try:
         os.kill(pid, signal.SIGKILL)
@@ -159,12 +162,12 @@ def _spawn(cage: iso.Isolation, job: dict, files: dict, workdir: Path, wall_s: f
         command[1:1] = ["--info-fd", str(info_write)]
     job = {**job, "report_fd": files["report"].fileno()}
     files["job"].write(json.dumps(job).encode())
-    files["job"].seek(0)
+    files["job"].flush()
     started = time.perf_counter()
     try:
         proc = subprocess.Popen(
             command,
-            stdin=files["job"],
+            stdin=files["job_read"],  # read-only: the child cannot write back to the host
             stdout=files["stdout"],
             stderr=files["stderr"],
             pass_fds=tuple(fd for fd in (job["report_fd"], info_write) if fd >= 0),
@@ -183,7 +186,7 @@ def _spawn(cage: iso.Isolation, job: dict, files: dict, workdir: Path, wall_s: f
             proc.wait(timeout=wall_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            if _kill_namespace(info_read):
+            if _kill_namespace(info_read, proc.pid):
                 # bwrap exits once it has reaped the init, and the kernel lets the init go
                 # only after every other process in the namespace is gone.
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -222,6 +225,7 @@ def _execute(
                 name: stack.enter_context((folder / name).open("w+b"))
                 for name in ("job", "stdout", "stderr", "report")
             }
+            files["job_read"] = stack.enter_context((folder / "job").open("rb"))
             returncode, timed_out, wall_ms = _spawn(cage, job, files, workdir, limits.wall_s)
             sizes = [os.fstat(files[name].fileno()).st_size for name in ("stdout", "stderr")]
         stdout = _read(folder / "stdout", OUTPUT_LIMIT).decode("utf-8", errors="replace")

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from worker.engine.bundle import validation_errors
+from worker.engine.orchestrator import RunConfig, run_benchmark
 from worker.engine.providers.base import ChatResponse
 from worker.engine.suites import available_suites
 from worker.engine.suites.coding import extract_code, verify
@@ -253,3 +255,25 @@ def test_changed_checks_come_with_a_new_suite_version(name):
     assert PUBLISHED.get((name, suite.version)) == digest, (
         f"{name} {suite.version}: its checks changed; bump the suite version"
     )
+
+
+@pytest.mark.llm
+def test_a_real_models_answers_run_caged_and_are_judged_outside(llm_url, bench_home):
+    outcome = run_benchmark(
+        RunConfig(
+            url=llm_url,
+            suites=["coding", "loop_code_fix"],
+            tasks=["code-05-roman-to-int", "fix-01"],
+            max_tokens=96,
+            home=bench_home,
+        )
+    )
+    bundle = outcome.bundle
+    assert validation_errors(bundle) == []
+    records = [t for s in bundle["suites"].values() for t in s["tasks"]]
+    assert sorted(t["task_id"] for t in records) == ["code-05-roman-to-int", "fix-01"]
+    for record in records:
+        assert record["execution_ok"] is True, record["error"]
+        verdict = record["metadata"]["verdict"]
+        assert verdict["sandbox"]["level"] == "os", verdict
+        assert 0.0 <= record["score"] <= 100.0

@@ -44,12 +44,13 @@ def extract_code(text: str) -> str:
 
 def run_hidden_tests(code: str, specs: list[dict]) -> tuple[float, dict]:
     """(score, details) for ``code`` against the task's checks, judged here."""
+    sandbox = {"sandbox": current_isolation().as_dict()}  # recorded even when nothing ran
     if not code:
-        return 0.0, {"reason": "missing_code"}
+        return 0.0, {**sandbox, "reason": "missing_code"}
     violations = check_policy(code)
     if violations:
         reason = "syntax_error" if violations[0].startswith("syntax error") else "policy_rejected"
-        return 0.0, {"reason": reason, "violations": violations}
+        return 0.0, {**sandbox, "reason": reason, "violations": violations}
     checks = parse_checks(specs)
     result = run_python(code, checks=checks, limits=LIMITS)
     details = {

@@ -194,3 +194,11 @@ def test_a_bad_check_in_a_suite_file_fails_on_load(tmp_path):
     bad.write_text(json.dumps(doc))
     with pytest.raises(SuiteDataError, match=r"tasks/3 \(code-04-merge-intervals\)/validation"):
         load_suite_file(bad)
+
+
+def test_the_models_own_exit_status_is_never_taken_for_a_broken_sandbox():
+    # 70 is what the child uses when the cage itself could not be set up.
+    checks = parse_checks([{"expr": "1", "expect": "1"}])
+    result = run_python("raise SystemExit(70)\n", checks=checks, limits=FAST)
+    assert result.status == "error"
+    assert [o.passed for o in result.outcomes] == [False]

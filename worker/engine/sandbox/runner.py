@@ -116,12 +116,14 @@ def _kill_namespace(info_fd: int, bwrap_pid: int) -> bool:
     os.set_blocking(info_fd, False)
     try:
         pid = json.loads(os.read(info_fd, 4096))["child-pid"]
+        if type(pid) is not int or pid <= 1:
+            return False
         # Only ever bwrap's own child: the pid comes through a pipe, and is checked as such.
         with open(f"/proc/{pid}/stat", "rb") as handle:
             parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return False  # bwrap never got as far as starting the namespace
-    if type(pid) is not int or pid <= 1 or parent != bwrap_pid:
+    if parent != bwrap_pid:
         return False
     try:
         os.kill(pid, signal.SIGKILL)
@@ -231,8 +233,11 @@ def _execute(
         stdout = _read(folder / "stdout", OUTPUT_LIMIT).decode("utf-8", errors="replace")
         stderr = _read(folder / "stderr", OUTPUT_LIMIT).decode("utf-8", errors="replace")
         raw_report = _read(folder / "report", REPORT_LIMIT)
+    load, entries = read_report(raw_report, len(checks or []))
     flooded = max(sizes) >= limits.file_kb * 1024
     status = "timeout" if timed_out else _status(returncode, stderr, bool(cage.prefix), flooded)
+    if status == "sandbox_error" and load is not None:
+        status = "error"  # the model's code had started: exit code 70 was its own
     result = SandboxResult(
         status,
         isolation=cage.as_dict(),
@@ -240,12 +245,9 @@ def _execute(
         stdout=stdout,
         stderr=stderr,
         wall_ms=wall_ms,
+        loaded=bool(load and load.get("load") == "ok"),
     )
-    if status == "sandbox_error":
-        return result
-    load, entries = read_report(raw_report, len(checks or []))
-    result.loaded = bool(load and load.get("load") == "ok")
-    if checks is not None:
+    if checks is not None and status != "sandbox_error":
         result.outcomes = [judge(check, entries.get(i)) for i, check in enumerate(checks)]
     return result
 

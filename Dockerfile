@@ -3,6 +3,10 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     BENCHLOOP_VAR_DIR=/app/var STATIC_ROOT=/app/staticfiles
 WORKDIR /app
+# bubblewrap cages model-written code in the coding suites (docs/sandbox.md); the container needs
+# user namespaces for it (see that page), and without them those tasks are refused, not run.
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml README.md ./
 COPY benchloop_site ./benchloop_site
 COPY leaderboard ./leaderboard

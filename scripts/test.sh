@@ -21,6 +21,12 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# The code sandbox's OS layer (docs/sandbox.md).
+if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+  echo "==> installing bubblewrap for the code sandbox"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+fi
+
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/benchloop}"
 export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
 export DEBUG=True

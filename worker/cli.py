@@ -32,6 +32,7 @@ from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
 from worker.engine.orchestrator import DEFAULT_TRIALS, RunConfig, execute, prepare_run
+from worker.engine.sandbox import current_isolation
 from worker.engine.suites import available_suites, load_profiles
 
 EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_SERVER = 0, 1, 2, 3, 4, 5
@@ -323,6 +324,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "suites": suites,
         "profiles": profile_rows,
         "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
+        "sandbox": current_isolation().as_dict(),
     }
     if args.json:
         _print_json(data)
@@ -338,6 +340,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     )
     for note in hardware["notes"]:
         out.print(f"[dim]{note}[/]")
+    sandbox = data["sandbox"]
+    colour = {"os": "green", "weak": "yellow"}.get(sandbox["level"], "red")
+    line = f"Code sandbox: [{colour}]{sandbox['level']}[/] · {escape(sandbox['detail'])}"
+    if sandbox.get("reason"):
+        line += f"\n[dim]{escape(sandbox['reason'])}; coding suites are refused[/]"
+    out.print(line)
     table = Table(title="LLM servers on this machine")
     for col in ("url", "kind", "version", "models"):
         table.add_column(col)

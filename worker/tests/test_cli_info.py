@@ -51,3 +51,12 @@ def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
     assert "Harnesses (--harness)" in text
     for harness in ("raw (default)", "hermes", "qwen", "pi"):
         assert harness in text
+
+
+def test_info_reports_the_code_sandbox(bench_home, capsys, monkeypatch):
+    assert main(["info", "--json"]) == 0
+    sandbox = json.loads(capsys.readouterr().out)["sandbox"]
+    assert sandbox["level"] == "os" and "seccomp" in sandbox["detail"]
+    monkeypatch.setattr("worker.cli.out", Console(width=400, highlight=False))
+    assert main(["info"]) == 0
+    assert f"Code sandbox: os · {sandbox['detail']}" in capsys.readouterr().out

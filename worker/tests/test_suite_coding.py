@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
+from worker.engine.bundle import validation_errors
+from worker.engine.orchestrator import RunConfig, run_benchmark
 from worker.engine.providers.base import ChatResponse
 from worker.engine.suites import available_suites
 from worker.engine.suites.coding import extract_code, verify
@@ -198,6 +203,7 @@ def test_prose_without_code_scores_zero():
 def test_crash_on_load_scores_zero():
     verdict = verify(TASKS["code-06-chunked"], answer("raise SystemExit(0)\n"))
     assert verdict.score == 0.0
+    assert verdict.details["reason"] == "crash_on_load"
 
 
 def test_unclosed_fence_and_plain_fence_are_extracted():
@@ -231,3 +237,43 @@ def test_truncated_answer_is_recorded_and_cannot_pass():
     )
     assert verdict.passed is False
     assert verdict.details["evaluation_status"] == "truncated"
+
+
+# What each published version's checks hash to. Changing a check changes what a score means, so
+# it needs a new suite version (and a new line here); 1.x ran assert lines inside the sandbox.
+PUBLISHED = {
+    ("coding", "2.0.0"): "96e4e6eec4f5a523",
+    ("loop_code_fix", "2.0.0"): "2bcf2e0b1287baec",
+}
+
+
+@pytest.mark.parametrize("name", ["coding", "loop_code_fix"])
+def test_changed_checks_come_with_a_new_suite_version(name):
+    suite = available_suites()[name]
+    blocks = json.dumps([t["validation"] for t in suite.tasks], sort_keys=True).encode()
+    digest = hashlib.sha256(blocks).hexdigest()[:16]
+    assert PUBLISHED.get((name, suite.version)) == digest, (
+        f"{name} {suite.version}: its checks changed; bump the suite version"
+    )
+
+
+@pytest.mark.llm
+def test_a_real_models_answers_run_caged_and_are_judged_outside(llm_url, bench_home):
+    outcome = run_benchmark(
+        RunConfig(
+            url=llm_url,
+            suites=["coding", "loop_code_fix"],
+            tasks=["code-05-roman-to-int", "fix-01"],
+            max_tokens=96,
+            home=bench_home,
+        )
+    )
+    bundle = outcome.bundle
+    assert validation_errors(bundle) == []
+    records = [t for s in bundle["suites"].values() for t in s["tasks"]]
+    assert sorted(t["task_id"] for t in records) == ["code-05-roman-to-int", "fix-01"]
+    for record in records:
+        assert record["execution_ok"] is True, record["error"]
+        verdict = record["metadata"]["verdict"]
+        assert verdict["sandbox"]["level"] == "os", verdict
+        assert 0.0 <= record["score"] <= 100.0

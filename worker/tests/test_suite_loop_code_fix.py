@@ -106,3 +106,61 @@ def test_truncated_fix_cannot_pass():
     verdict = verify(TASKS["fix-10"], reply(f"```python\n{FIXED_MAX}```", finish="length"))
     assert verdict.passed is False
     assert verdict.details["evaluation_status"] == "truncated"
+
+
+# Our own reference fixes: each must score 100, which proves every check is satisfiable.
+FIXES = {
+    "fix-01": "def total_up_to(n):\n    return sum(range(n + 1))\n",
+    "fix-02": (
+        "def is_leap(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
+    ),
+    "fix-03": "def clamp(x, lo, hi):\n    return max(lo, min(hi, x))\n",
+    "fix-04": "def count_vowels(text):\n    return sum(ch in 'aeiou' for ch in text.lower())\n",
+    "fix-05": "def dedupe(items):\n    return list(dict.fromkeys(items))\n",
+    "fix-06": "def ratio(a, b):\n    if b == 0:\n        return None\n    return a / b\n",
+    "fix-07": (
+        "def fizzbuzz(n):\n"
+        "    if n % 15 == 0:\n        return 'FizzBuzz'\n"
+        "    if n % 3 == 0:\n        return 'Fizz'\n"
+        "    if n % 5 == 0:\n        return 'Buzz'\n"
+        "    return str(n)\n"
+    ),
+    "fix-08": (
+        "def add_tag(tag, tags=None):\n"
+        "    tags = [] if tags is None else tags\n    tags.append(tag)\n    return tags\n"
+    ),
+    "fix-09": "def c_to_f(celsius):\n    return celsius * 9 / 5 + 32\n",
+    "fix-10": FIXED_MAX,
+    "fix-11": "def reverse_words(sentence):\n    return ' '.join(reversed(sentence.split()))\n",
+    "fix-12": (
+        "def parse_pairs(text):\n"
+        "    out = {}\n"
+        "    for part in text.split(';'):\n"
+        "        if part.strip():\n"
+        "            key, value = part.split('=')\n"
+        "            out[key.strip()] = value.strip()\n"
+        "    return out\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(FIXES))
+def test_reference_fix_scores_100(task_id):
+    verdict = verify(TASKS[task_id], reply(f"```python\n{FIXES[task_id]}```"))
+    assert (verdict.score, verdict.passed) == (100.0, True), verdict.details
+    assert verdict.details["sandbox"]["level"] == "os"
+
+
+def test_every_task_has_a_reference_fix():
+    assert set(FIXES) == set(TASKS)
+
+
+def test_types_are_judged_strictly_where_the_task_says_so():
+    # "a divided by b as a float": the integer 3 is not the float 3.0 (the shown bug returns
+    # a // b), while a temperature may be an int or a float of the right value.
+    floor = "def ratio(a, b):\n    if b == 0:\n        return None\n    return float(a // b)\n"
+    assert score("fix-06", f"```python\n{floor}```") == (50.0, False)
+    integer_f = "def c_to_f(celsius):\n    return celsius * 9 // 5 + 32\n"
+    assert score("fix-09", f"```python\n{integer_f}```") == (100.0, True)
+    truthy = FIXES["fix-02"].replace("return ", "return int(").rstrip() + ")\n"
+    assert score("fix-02", f"```python\n{truthy}```") == (0.0, False)

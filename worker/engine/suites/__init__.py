@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 import jsonschema
+from referencing import Registry, Resource
 
 from ..errors import EngineError
 from .base import RunCancelled, RunContext, Suite, Verdict, load_object
@@ -38,10 +39,20 @@ class SuiteDataError(EngineError):
 
 
 @cache
+def _registry() -> Registry:
+    # Schemas refer to each other by $id (the coding suites share sandbox-checks-1).
+    resources = [
+        Resource.from_contents(json.loads(path.read_text()))
+        for path in sorted(SCHEMA_DIR.glob("*.schema.json"))
+    ]
+    return Registry().with_resources((r.contents["$id"], r) for r in resources)
+
+
+@cache
 def _validator(schema_name: str) -> jsonschema.Draft202012Validator:
     schema = json.loads((SCHEMA_DIR / schema_name).read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(schema, registry=_registry())
 
 
 def _validate(document: object, schema_name: str, source: Path, prefix: str = "") -> None:

@@ -1,7 +1,11 @@
-"""coding verifier: the model's Python runs in the sandbox against the task's hidden tests.
+"""coding verifier: the model's Python runs caged; this process judges the values it computed.
 
-Score = 100 × passing tests / tests (the same partial-credit rule as loop_code_fix); a task
-passes only when every test passes. No code, a syntax error or a policy rejection scores 0.
+Each task's ``checks`` (``worker/engine/schemas/sandbox-checks-1.schema.json``) name code for
+the child to run and, kept here, the value or exception to expect. Score = 100 × checks passed /
+checks (the same partial-credit rule as loop_code_fix); a task passes only when every check
+passes. No code, a syntax error or a policy rejection scores 0. Where this machine has no OS
+sandbox and the user has not opted in, the tasks are refused before the model is asked, and
+the record says why. Every verdict records the isolation level it ran under.
 """
 
 from __future__ import annotations
@@ -9,8 +13,17 @@ from __future__ import annotations
 import re
 
 from ..providers.base import ChatResponse
-from ..sandbox import Limits, check_policy, run_python
-from .base import Verdict
+from ..sandbox import (
+    OPT_IN_ENV,
+    CheckSpecError,
+    Limits,
+    check_policy,
+    current_isolation,
+    parse_checks,
+    run_python,
+)
+from . import SuiteDataError
+from .base import RunContext, Suite, Verdict, task_record
 from .common import finish
 
 _PY_BLOCK = re.compile(r"```(?:python|py)[^\n]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -29,28 +42,61 @@ def extract_code(text: str) -> str:
     return text.strip()
 
 
-def run_hidden_tests(code: str, tests: list[str]) -> tuple[float, dict]:
-    """(score, details) for ``code`` against ``tests`` in the sandbox."""
+def run_hidden_tests(code: str, specs: list[dict]) -> tuple[float, dict]:
+    """(score, details) for ``code`` against the task's checks, judged here."""
+    sandbox = {"sandbox": current_isolation().as_dict()}  # recorded even when nothing ran
     if not code:
-        return 0.0, {"reason": "missing_code"}
+        return 0.0, {**sandbox, "reason": "missing_code"}
     violations = check_policy(code)
     if violations:
         reason = "syntax_error" if violations[0].startswith("syntax error") else "policy_rejected"
-        return 0.0, {"reason": reason, "violations": violations}
-    result = run_python(code, tests=tests, limits=LIMITS)
+        return 0.0, {**sandbox, "reason": reason, "violations": violations}
+    checks = parse_checks(specs)
+    result = run_python(code, checks=checks, limits=LIMITS)
     details = {
         "sandbox_status": result.status,
-        "network_isolated": result.network_isolated,
+        "sandbox": result.isolation,
         "stderr": result.stderr[-500:],
     }
-    if result.tests is None:
-        return 0.0, {**details, "reason": f"no test report ({result.status})"}
-    passed, total = result.tests["passed"], result.tests["total"]
-    details.update(tests_passed=passed, tests_total=total, failures=result.tests["failures"][:5])
-    return 100.0 * passed / total if total else 0.0, details
+    if result.outcomes is None:
+        return 0.0, {**details, "reason": f"no checks ran ({result.status})"}
+    failures = [f"{i}: {o.note}" for i, o in enumerate(result.outcomes) if not o.passed]
+    details.update(tests_passed=result.passed, tests_total=len(checks), failures=failures[:5])
+    if not result.loaded:
+        details["reason"] = "crash_on_load"
+    return 100.0 * result.passed / len(checks), details
 
 
 def verify(task: dict, response: ChatResponse) -> Verdict:
     code = extract_code(response.content)
-    score, details = run_hidden_tests(code, task["validation"]["tests"])
+    score, details = run_hidden_tests(code, task["validation"]["checks"])
     return finish(score, response, details, pass_at=100.0)
+
+
+class CodingSuite(Suite):
+    """The coding suites' runner: checks are read on load, model code never runs uncaged."""
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        for task in self.tasks:
+            for index, check in enumerate(task["validation"]["checks"]):
+                try:
+                    parse_checks([check])
+                except CheckSpecError as exc:
+                    raise SuiteDataError(f"{self.name}: {task['id']} check {index}: {exc}") from exc
+
+    def run_task(self, task: dict, ctx: RunContext) -> dict:
+        cage = current_isolation()
+        if not cage.usable:
+            # Refused before the model is asked: no inference is spent on an answer that
+            # could not be checked safely.
+            return task_record(
+                task,
+                self.name,
+                error=(
+                    f"sandbox unavailable: {cage.reason}. Model code is not run without one; "
+                    f"{OPT_IN_ENV}=1 runs it anyway with only the Python policy and limits."
+                ),
+                metadata={"error_kind": "sandbox_unavailable", "sandbox": cage.as_dict()},
+            )
+        return super().run_task(task, ctx)

@@ -1,8 +1,9 @@
-"""loop_code_fix verifier: the model fixes a buggy module; its tests run in the sandbox.
+"""loop_code_fix verifier: the model fixes a buggy module; it runs caged against the checks.
 
 The answer is either the whole fixed file or a unified diff against the module shown in the
 prompt. A diff is applied as plain text on the host (no code runs there); a diff that does not
-apply scores 0. Score = 100 × passing tests / tests; a task passes only when all tests pass.
+apply scores 0. Score = 100 × checks passed / checks, judged outside the sandbox (see coding);
+a task passes only when all checks pass.
 """
 
 from __future__ import annotations
@@ -86,5 +87,5 @@ def verify(task: dict, response: ChatResponse) -> Verdict:
         if patched is None:
             return finish(0.0, response, {**details, "reason": "patch_does_not_apply"})
         candidate = patched
-    score, more = run_hidden_tests(candidate.strip(), rules["tests"])
+    score, more = run_hidden_tests(candidate.strip(), rules["checks"])
     return finish(score, response, {**details, **more}, pass_at=100.0)

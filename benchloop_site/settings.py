@@ -192,6 +192,10 @@ else:
         "queue_order_strategy": "priority",
         "priority_steps": list(range(10)),
     }
+    # Several sites (or test runs) can share one Redis database: each keeps its queues under
+    # its own prefix and never sees, consumes or purges another's.
+    if os.environ.get("CELERY_BROKER_KEY_PREFIX"):
+        CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = os.environ["CELERY_BROKER_KEY_PREFIX"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from runs.models import Run
 from submissions import services, signin
@@ -81,6 +81,7 @@ def sign_in(request: HttpRequest) -> HttpResponse:
     return response
 
 
+@require_safe
 @login_required
 def profile(request: HttpRequest) -> HttpResponse:
     counts = Submission.objects.filter(submitter=request.user).aggregate(
@@ -100,6 +101,7 @@ def profile(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_safe
 @login_required
 def my_runs(request: HttpRequest) -> HttpResponse:
     submissions = (
@@ -206,6 +208,7 @@ QUEUE_STATUSES = [
 ]
 
 
+@require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
 def queue(request: HttpRequest) -> HttpResponse:
@@ -289,6 +292,7 @@ def decide(request: HttpRequest) -> HttpResponse:
     return redirect(_safe_next(request, "submissions:queue"))
 
 
+@require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
 def audit_log(request: HttpRequest) -> HttpResponse:

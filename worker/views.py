@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.feedgenerator import Atom1Feed
 from django.utils.html import escape
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from worker import services
@@ -20,6 +20,7 @@ from worker.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPro
 OPERATE = "worker.operate_lab"
 
 
+@require_safe
 def queue(request: HttpRequest) -> HttpResponse:
     """Public: what is running, what waits, what finished (no endpoints, no recipes)."""
     jobs = BenchmarkJob.objects.select_related("host")
@@ -46,6 +47,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_safe
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(BenchmarkJob.objects.select_related("host", "run"), pk=pk)
     events = list(JobEvent.objects.filter(job=job, attempt=job.attempts).order_by("-seq")[:200])
@@ -208,3 +210,7 @@ class FinishedJobsFeed(Feed):
 
     def item_updateddate(self, job: BenchmarkJob):
         return job.finished_at
+
+
+# Feed readers poll with HEAD and conditional GETs; a Feed answers any method otherwise.
+finished_jobs_feed = require_safe(FinishedJobsFeed())

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.feedgenerator import Atom1Feed
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
@@ -58,7 +58,7 @@ def scatter_for(points: list[dict]) -> charts.Scatter | None:
     )
 
 
-@require_GET
+@require_safe
 def landing(request: HttpRequest) -> HttpResponse:
     """What BenchLoop measures, how to take part, and the newest verified results."""
     return board_cache.render_page(
@@ -102,7 +102,7 @@ def _landing_context(request: HttpRequest) -> dict:
 _INDENT = re.compile(r"[ \t]*\n\s*")
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
     """One row per stack, filtered and sorted by the query string; htmx gets only #results."""
@@ -184,7 +184,7 @@ def _compact(html: SafeString) -> SafeString:
     return mark_safe(_INDENT.sub("\n", html))  # noqa: S308
 
 
-@require_GET
+@require_safe
 def export(request: HttpRequest, fmt: str) -> HttpResponse:
     """The filtered view as CSV, JSON or Markdown (every row, not just one page)."""
     filters = BoardFilters.from_query(request.GET)
@@ -204,7 +204,7 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 def feed(request: HttpRequest) -> HttpResponse:
     """Atom feed of newly approved runs for any filter ("new results on RTX 4090")."""
     filters = BoardFilters.from_query(request.GET)
@@ -246,7 +246,7 @@ def feed(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/methodology.html")
 

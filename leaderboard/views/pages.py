@@ -9,7 +9,7 @@ from django.db.models import F, Prefetch
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
@@ -58,7 +58,7 @@ def get_public_stack(pk: int) -> Stack:
     return stack
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def stack_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Every approved run of a stack, its spread, per-suite scores, trend and recipe."""
@@ -171,7 +171,7 @@ def _get_visible_run(request, pk: int) -> tuple[Run, bool]:
     raise Http404("no such run")
 
 
-@require_GET
+@require_safe
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One run's receipts: suites, tasks, verifier notes, latencies and trials."""
     run, private = _get_visible_run(request, pk)
@@ -242,7 +242,7 @@ def _run_description(run: Run) -> str:
     return "; ".join(parts) + "."
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
     """Every published stack of one model: quantizations, engines and settings side by side."""
@@ -277,7 +277,7 @@ def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
     return render(request, "leaderboard/model.html", context)
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def hardware_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The leaderboard restricted to one machine class: best run per stack on it."""
@@ -304,7 +304,7 @@ def hardware_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _partial(request, "leaderboard/hardware.html", context)
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def submitter_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """Runs credited to one public submitter name."""

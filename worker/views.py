@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+from datetime import datetime
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.contrib.syndication.views import Feed
 from django.core.paginator import Paginator
+from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.feedgenerator import Atom1Feed
@@ -13,6 +17,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
+from benchloop_site.conditional import revalidated
 from worker import services
 from worker.forms import JobForm, NotificationForm, QuickPromptForm
 from worker.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
@@ -212,5 +217,19 @@ class FinishedJobsFeed(Feed):
         return job.finished_at
 
 
+def _job_feed_validators(request: HttpRequest) -> tuple[str, datetime] | None:
+    """The feed shows the newest finished jobs: it changes when one more finishes or one goes."""
+    summary = BenchmarkJob.objects.finished().aggregate(
+        count=Count("id"), newest=Max("finished_at"), last=Max("id")
+    )
+    if summary["newest"] is None:
+        return None
+    parts = f"{summary['count']}|{summary['last']}|{summary['newest'].isoformat()}"
+    etag = hashlib.sha256(f"{parts}|{request.scheme}:{request.get_host()}".encode()).hexdigest()[
+        :32
+    ]
+    return etag, summary["newest"]
+
+
 # Feed readers poll with HEAD and conditional GETs; a Feed answers any method otherwise.
-finished_jobs_feed = require_safe(FinishedJobsFeed())
+finished_jobs_feed = require_safe(revalidated(_job_feed_validators)(FinishedJobsFeed()))

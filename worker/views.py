@@ -224,10 +224,9 @@ def _job_feed_validators(request: HttpRequest) -> tuple[str, datetime] | None:
     )
     if summary["newest"] is None:
         return None
-    parts = f"{summary['count']}|{summary['last']}|{summary['newest'].isoformat()}"
-    etag = hashlib.sha256(f"{parts}|{request.scheme}:{request.get_host()}".encode()).hexdigest()[
-        :32
-    ]
+    where = f"{request.scheme}://{request.get_host()}"  # the feed's links name it
+    parts = f"{summary['count']}|{summary['last']}|{summary['newest'].isoformat()}|{where}"
+    etag = hashlib.sha256(parts.encode()).hexdigest()[:32]
     return etag, summary["newest"]
 
 

@@ -7,6 +7,7 @@ import math
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -14,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchloop_site.links import absolute_url
 from benchloop_site.throttling import AnonThrottle, UserThrottle
 from runs.importers import FormatError, UnsupportedVersion
 from runs.importers.records import load_json
@@ -213,9 +215,10 @@ class RunUploadView(APIView):
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
-        url = serializers.CharField()
+        url = serializers.URLField(help_text="the run's page, absolute")
         client_run_id = serializers.CharField()
-        status = serializers.CharField()
+        status = serializers.CharField(help_text="pending and flagged runs wait for a moderator")
+        published = serializers.BooleanField(help_text="on the public leaderboard now")
         flag_reasons = serializers.ListField(child=serializers.CharField())
         duplicate = serializers.BooleanField()
         attempts = serializers.IntegerField(help_text="uploads by you for this stack (best-of-N)")
@@ -245,20 +248,21 @@ class RunUploadView(APIView):
 
 def _upload_result(outcome: UploadOutcome) -> dict:
     submission = outcome.submission
-    # A repeat's run is not loaded (its stored payload is large): ask for its stack only.
-    stack_id = (
-        submission.run.stack_id
-        if Submission.run.is_cached(submission)
-        else Run.objects.filter(pk=submission.run_id).values_list("stack_id", flat=True).get()
-    )
+    # A repeat's run is not loaded (its stored payload is large): ask for what is shown only.
+    if Submission.run.is_cached(submission):
+        stack_id, published = submission.run.stack_id, submission.run.published
+    else:
+        run = Run.objects.filter(pk=submission.run_id).values_list("stack_id", "published")
+        stack_id, published = run.get()
     attempts = UploadAttempt.objects.filter(stack_id=stack_id, submitter_id=submission.submitter_id)
     if submission.submitter_id is None:
         attempts = attempts.filter(anonymous_key=submission.uploader_key)
     return {
         "id": submission.run_id,
-        "url": f"/runs/{submission.run_id}/",
+        "url": absolute_url(reverse("leaderboard:run", args=[submission.run_id])),
         "client_run_id": submission.client_run_id,
         "status": submission.status,
+        "published": published,
         "flag_reasons": submission.flag_reasons,
         "duplicate": outcome.duplicate,
         "attempts": attempts.count(),

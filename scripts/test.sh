@@ -21,6 +21,13 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# docker-compose's proxy is tested with Debian's nginx and its config template (no Docker here).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && [ "$(id -u)" = "0" ]; then
+  echo "==> installing Debian's nginx for the reverse-proxy tests"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light gettext-base >/dev/null
+fi
+
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/benchloop}"
 export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
 export DEBUG=True

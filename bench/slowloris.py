@@ -29,13 +29,15 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
+import signal
 import ssl
 import string
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -89,6 +91,7 @@ class Target:
     url: str  # where to connect, http:// or https://
     host: str  # the Host header (and TLS server name)
     cafile: str | None = None
+    source: str | None = None  # a local address to connect from (loopback has 127.0.0.0/8)
 
     @property
     def scheme(self) -> str:
@@ -107,6 +110,7 @@ class Target:
             parts.port or (443 if context else 80),
             ssl=context,
             server_hostname=self.host.split(":")[0] if context else None,
+            local_addr=(self.source, 0) if self.source else None,
         )
 
 
@@ -216,19 +220,26 @@ async def run_drill(
     good: int = 4,
     settle: float | None = None,
     good_timeout: float = GOOD_TIMEOUT,
+    kind: str = "both",
+    good_source: str | None = None,
 ) -> Drill:
     """Hold `slow` slow connections for `settle` + `hold` seconds; measure the good clients
     during `hold`, once every slow client has had time to connect and start dripping."""
     drill = Drill()
     stop = asyncio.Event()
-    kinds = [_slow_headers, _slow_body]
+    kinds = {"headers": [_slow_headers], "body": [_slow_body]}.get(kind) or [
+        _slow_headers,
+        _slow_body,
+    ]
     slow_tasks = [
-        asyncio.create_task(kinds[i % 2](target, interval, stop, drill)) for i in range(slow)
+        asyncio.create_task(kinds[i % len(kinds)](target, interval, stop, drill))
+        for i in range(slow)
     ]
     await asyncio.sleep(settle if settle is not None else min(2 * interval, 2.0))
     measuring = asyncio.Event()
+    good_target = replace(target, source=good_source) if good_source else target
     good_tasks = [
-        asyncio.create_task(_good(target, measuring, drill, good_timeout)) for _ in range(good)
+        asyncio.create_task(_good(good_target, measuring, drill, good_timeout)) for _ in range(good)
     ]
     started = time.monotonic()
     await asyncio.sleep(hold)
@@ -289,25 +300,37 @@ def sync_command(port: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def embedded(work: Path, command=embedded_command) -> Iterator[Target]:
-    """The embedded default's server (or another `command(port)`) on its defaults."""
+def embedded(work: Path, command=embedded_command, static: bool = False) -> Iterator[Target]:
+    """The embedded default's server (or another `command(port)`) on its defaults; `static`
+    collects the static files first, which pages need with DEBUG off (/healthz does not)."""
     port = topo.free_port()
+    env = embedded_env(work / "var", port)
+    if static:
+        env["STATIC_ROOT"] = str(work / "static")
+        topo.collect_static(env)
     log = work / "server.log"
-    with topo.running(command(port), embedded_env(work / "var", port), log) as proc:
+    with topo.running(command(port), env, log) as proc:
         url = f"http://127.0.0.1:{port}"
         topo.wait_for(f"{url}/healthz", proc, log, host=f"127.0.0.1:{port}")
         yield Target(url, f"127.0.0.1:{port}")
 
 
 @contextlib.contextmanager
-def topology(name: str, work: Path) -> Iterator[Target]:
-    """Start the named topology (see the module docstring) and yield where to reach it."""
+def topology(name: str, work: Path, server: str = "", static: bool = False) -> Iterator[Target]:
+    """Start the named topology (see the module docstring) and yield where to reach it;
+    `server` is another command for `embedded`, with {port} (and {python}) to fill in."""
     if name == "embedded":
-        with embedded(work) as target:
+        command = embedded_command
+        if server:
+
+            def command(port: int) -> list[str]:
+                return shlex.split(server.format(port=port, python=sys.executable))
+
+        with embedded(work, command, static) as target:
             yield target
         return
     if name == "sync":
-        with embedded(work, sync_command) as target:
+        with embedded(work, sync_command, static) as target:
             yield target
         return
     database = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -331,21 +354,43 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=20.0, help="seconds measured [20]")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between drips [1]")
     parser.add_argument("--good", type=int, default=4, help="clients fetching /healthz [4]")
+    parser.add_argument("--kind", choices=["both", "headers", "body"], default="both")
+    parser.add_argument(
+        "--good-from",
+        help="a local address for the good clients, e.g. 127.0.0.2 (the slow "
+        "ones use 127.0.0.1): per-address limits then tell them apart",
+    )
+    parser.add_argument(
+        "--server",
+        default="",
+        help="with --start embedded: another server command, {port} filled in, e.g. "
+        "'{python} -m gunicorn benchloop_site.wsgi -k gthread --threads 8 --bind 127.0.0.1:{port}'",
+    )
+    parser.add_argument(
+        "--serve", action="store_true", help="only start the topology and wait (for wrk & co.)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    # Stopped with SIGTERM too, it still stops what it started (they run in their own sessions).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with (
         tempfile.TemporaryDirectory(prefix="benchloop-slowloris-") as work,
         contextlib.ExitStack() as stack,
     ):
         if args.start:
-            target = stack.enter_context(topology(args.start, Path(work)))
+            where = topology(args.start, Path(work), args.server, static=args.serve)
+            target = stack.enter_context(where)
         else:
             target = Target(args.url, args.host or urlsplit(args.url).netloc)
-        drill = asyncio.run(
-            run_drill(
-                target, slow=args.slow, hold=args.hold, interval=args.interval, good=args.good
-            )
-        )
+        if args.serve:
+            print(f"serving at {target.url} (Host: {target.host}); Ctrl-C stops", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
+            return 0
+        options = dict(slow=args.slow, hold=args.hold, interval=args.interval, good=args.good)
+        options.update(kind=args.kind, good_source=args.good_from)
+        drill = asyncio.run(run_drill(target, **options))
     result = {"topology": args.start or args.url, "slow": args.slow, **drill.summary()}
     result["load_average"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     if args.json:

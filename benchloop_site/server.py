@@ -16,7 +16,7 @@ import os
 import sys
 
 # Sockets waitress may hold at once; each may also hold a spooled body, hence 2 files each.
-CONNECTIONS = 1000
+CONNECTIONS = 4000
 SPARE_FILES = 256  # the database, logs, the broker's files, imports
 
 

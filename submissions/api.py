@@ -213,10 +213,11 @@ def _store(
     was rolled back and nothing was saved; when the commit itself failed, a new connection
     looks for the run, and a stored run gets its answer after all.
     """
+    upgraded = validate_upload(data)  # CPU only: no transaction (nor SQLite's lock) needed
     outcome, body = None, None
     try:
         with transaction.atomic():
-            outcome = _submit(data, **kwargs)
+            outcome = _submit(data, upgraded, **kwargs)
             body = answer(outcome)
     except (OperationalError, InterfaceError) as exc:
         if body is None:  # raised inside the transaction: rolled back
@@ -240,8 +241,7 @@ def _stored(submission_id: int) -> bool | None:
         return None
 
 
-def _submit(data: dict, **kwargs) -> UploadOutcome:
-    upgraded = validate_upload(data)
+def _submit(data: dict, upgraded: tuple[dict, str, str], **kwargs) -> UploadOutcome:
     try:
         return submit_run(payload=data, upgraded=upgraded, **kwargs)
     except UnsupportedVersion as exc:

@@ -131,6 +131,18 @@ def _tail(log: Path) -> str:
     return log.read_text(errors="replace")[-3000:] if log.exists() else ""
 
 
+def collect_static(env: dict[str, str]) -> None:
+    """collectstatic into env's STATIC_ROOT: production's manifest storage serves no page
+    without it."""
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+
+
 def web_command(port: int) -> list[str]:
     """The `web` service's command, listening on a loopback port instead of 0.0.0.0:8000."""
     command = list(SERVICES["web"]["command"])
@@ -162,15 +174,8 @@ def web(work: Path, database_url: str, broker_url: str, **extra: str) -> Iterato
             **extra,
         )
     )
-    # What docker/entrypoint.sh does first (the test database is migrated already): the
-    # manifest storage of production settings serves nothing without it.
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-        cwd=REPO,
-        env=env,
-        check=True,
-        timeout=300,
-    )
+    # What docker/entrypoint.sh does first (the test database is migrated already).
+    collect_static(env)
     port = free_port()
     log = work / "web.log"
     with running(web_command(port), env, log) as proc:

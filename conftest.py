@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,11 @@ ThreadedWSGIServer.request_queue_size = 256
 pytest_plugins = ["worker.tests.llm_server"]
 
 REPO = Path(__file__).resolve().parent
+# Every queue this test process creates on the broker's Redis lives under a prefix of its own
+# (kombu's global_keyprefix), so a run never consumes or purges a queue it did not create;
+# processes the tests start (lab workers, servers) inherit it.
+BROKER_KEY_PREFIX = f"benchloop-test-{uuid.uuid4().hex[:12]}:"
+os.environ["CELERY_BROKER_KEY_PREFIX"] = BROKER_KEY_PREFIX
 FIXTURES = Path(os.environ.get("BENCHLOOP_FIXTURES_DIR", REPO.parent / "shared/fixtures/benchloop"))
 
 
@@ -38,11 +45,27 @@ def _require_real_services(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _empty_test_queue(_require_real_services) -> None:
-    """Tasks enqueued by tests (no worker consumes the test broker) must not pile up."""
+def _private_queues(_require_real_services) -> Iterator[None]:
+    """This run's queues, under BROKER_KEY_PREFIX, removed at the end: tasks enqueued by tests
+    (no worker consumes most of them) must not pile up, and nobody else's queue is touched."""
+    import redis
+    from django.conf import settings
+
     from benchloop_site.celery import app
 
-    app.control.purge()
+    # Settings read the prefix from the environment; set it too in case they were loaded first.
+    options = app.conf.broker_transport_options
+    app.conf.broker_transport_options = {**options, "global_keyprefix": BROKER_KEY_PREFIX}
+    yield
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    for key in client.scan_iter(match=f"{BROKER_KEY_PREFIX}*", count=1000):
+        client.delete(key)
+
+
+@pytest.fixture
+def broker_key() -> Callable[[str], str]:
+    """The Redis key of this run's queue (or other broker key) `name`."""
+    return lambda name: BROKER_KEY_PREFIX + name
 
 
 @pytest.fixture(autouse=True)

@@ -56,6 +56,7 @@ def server_env(db: str, **extra: str) -> dict[str, str]:
         "API_KEY_PEPPER": "bench-pepper",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "SECURE_SSL_REDIRECT": "False",
+        "SITE_URL": "http://127.0.0.1",
         "STATIC_ROOT": str(static_root),
         "BENCHLOOP_DEMO_BANNER": "False",
         "LOG_LEVEL": "WARNING",

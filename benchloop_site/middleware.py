@@ -18,7 +18,13 @@ from submissions.errors import answers_in_json, json_error
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
-MESSAGE = "The database is unavailable right now; nothing was saved. Try again in a few seconds."
+# Said of any request: the outage may have struck after a write had committed (a session saved
+# on the way out, a view that reads again after saving), so this does not say what was saved.
+MESSAGE = "The database is unavailable right now. Try again in a few seconds."
+# Said only by a view that knows its transaction was rolled back (see submissions/api.py).
+NOTHING_SAVED = (
+    "The database is unavailable right now; nothing was saved. Try again in a few seconds."
+)
 # Redis holds the throttle counters, the cache and the job queue.
 QUEUE_MESSAGE = "The queue and cache server is unavailable right now. Try again in a few seconds."
 
@@ -34,13 +40,17 @@ class ServiceUnavailableMiddleware:
         return unavailable_response(request, exception)
 
 
-def unavailable_response(request: HttpRequest, exception: BaseException) -> HttpResponse | None:
-    """503 with Retry-After for an outage of Postgres or Redis; None for any other error."""
+def unavailable_response(
+    request: HttpRequest, exception: BaseException, message: str = MESSAGE
+) -> HttpResponse | None:
+    """503 with Retry-After for an outage of Postgres or Redis; None for any other error.
+
+    `message` replaces the database outage's message, for a view that knows what was saved.
+    """
     # OperationalError covers refused and dropped connections, a server shutting down or
     # starting up, and SQLite's "database is locked": all pass, so the client should retry.
-    # A failed request's transaction was rolled back, so "nothing was saved" holds.
     if isinstance(exception, OperationalError | InterfaceError):
-        code, message = "database_unavailable", MESSAGE
+        code = "database_unavailable"
     elif isinstance(exception, RedisConnectionError | RedisTimeoutError | BrokerError):
         code, message = "queue_unavailable", QUEUE_MESSAGE
     else:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.http.request import split_domain_port, validate_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("BENCHLOOP_VAR_DIR", BASE_DIR / "var"))
@@ -192,6 +194,10 @@ else:
         "queue_order_strategy": "priority",
         "priority_steps": list(range(10)),
     }
+    # Several sites (or test runs) can share one Redis database: each keeps its queues under
+    # its own prefix and never sees, consumes or purges another's.
+    if os.environ.get("CELERY_BROKER_KEY_PREFIX"):
+        CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = os.environ["CELERY_BROKER_KEY_PREFIX"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -320,6 +326,33 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
+
+# The site's public address: scheme, host and port, nothing after. Links that leave the site
+# (emails, webhooks, the upload answer that `benchloop submit` prints) are built on it.
+SITE_URL = os.environ.get("SITE_URL", "").strip().rstrip("/")
+if SITE_URL:
+    _site = urlsplit(SITE_URL)
+    if (
+        _site.scheme not in ("http", "https")
+        or not _site.hostname
+        or _site.path
+        or _site.query
+        or _site.fragment
+        or "@" in _site.netloc
+    ):
+        raise ImproperlyConfigured(
+            f"SITE_URL must be http(s)://host[:port] with nothing after it, not {SITE_URL!r}."
+        )
+    if not validate_host(split_domain_port(_site.netloc)[0], ALLOWED_HOSTS):
+        raise ImproperlyConfigured(f"SITE_URL's host {_site.hostname!r} is not in ALLOWED_HOSTS.")
+    if not DEBUG and SECURE_SSL_REDIRECT and _site.scheme != "https":
+        raise ImproperlyConfigured("SITE_URL must be https:// while SECURE_SSL_REDIRECT is on.")
+elif DEBUG:
+    SITE_URL = "http://127.0.0.1:8000"  # runserver's and scripts/serve.sh's default address
+else:
+    raise ImproperlyConfigured(
+        "SITE_URL must be set when DEBUG is off: the public address, e.g. https://bench.example.org"
+    )
 
 LOGGING = {
     "version": 1,

@@ -62,8 +62,30 @@ def bump() -> None:
             cache.incr(key)
         except ValueError:  # no version yet, or it was evicted
             cache.set(key, time.time_ns(), timeout=None)
+        # After the new version: a reader between the two sees an old time with a new version,
+        # which only makes a conditional request fetch again.
+        cache.set(f"{_prefix()}:changed", time.time(), timeout=None)
     except Exception:
         log.warning("could not invalidate the leaderboard cache", exc_info=True)
+
+
+def data_version() -> tuple[int, float] | None:
+    """The current version and the Unix time it was made (feeds' and exports' ETag and
+    Last-Modified), or None when the cache is unreachable and neither can be known."""
+    prefix = _prefix()
+    keys = [f"{prefix}:version", f"{prefix}:changed"]
+    try:
+        found = cache.get_many(keys)
+        version = found.get(keys[0]) or current_version()
+        changed = found.get(keys[1])
+        if changed is None:
+            # Never recorded or evicted: "now" can only make clients fetch once more.
+            cache.add(keys[1], time.time(), timeout=None)
+            changed = cache.get(keys[1])
+    except Exception:
+        log.warning("leaderboard cache unreachable", exc_info=True)
+        return None
+    return (version, changed) if version and changed else None
 
 
 def invalidate() -> None:

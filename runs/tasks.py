@@ -22,7 +22,9 @@ def refresh_stack_soon(stack_id: int) -> None:
     A refresh already queued and not yet started will see this transaction's rows, so a
     second one is not queued: a burst of uploads to one stack costs one message, not one each.
     """
-    transaction.on_commit(lambda: _queue_refresh(stack_id))
+    # Robust: the change has committed by then, so a broker outage must not turn its answer
+    # into an error; a lost refresh is caught by the hourly refresh_stale_stack_stats.
+    transaction.on_commit(lambda: _queue_refresh(stack_id), robust=True)
 
 
 def _pending_key(stack_id: int) -> str:

@@ -17,5 +17,6 @@ WORKER_PID=$!
 trap 'kill "$WORKER_PID" 2>/dev/null; wait "$WORKER_PID" 2>/dev/null' EXIT INT TERM
 
 echo "==> BenchLoop is starting at http://$HOST:$PORT/  (health: http://$HOST:$PORT/healthz; Ctrl-C stops)"
-gunicorn benchloop_site.wsgi:application --bind "$HOST:$PORT" --workers 2 \
-  --access-logfile - --graceful-timeout 5
+# waitress reads whole requests before a thread sees them: slow clients cannot take the site
+# down (benchloop_site/server.py; the drill is bench/slowloris.py).
+python -m benchloop_site.server --listen "$HOST:$PORT"

@@ -15,16 +15,18 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   for _ in $(seq 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
 fi
 
-# Browser tests drive Debian's Chromium (never a downloaded browser build).
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
-  echo "==> installing Debian's chromium for the browser tests"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-fi
-
-# The code sandbox's OS layer (docs/sandbox.md).
-if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
-  echo "==> installing bubblewrap for the code sandbox"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+# Debian packages the tests drive for real, installed once where missing (root only):
+# chromium for the browser tests (never a downloaded browser build), bubblewrap for the code
+# sandbox's OS layer (docs/sandbox.md), nginx + envsubst for docker-compose's proxy (no Docker here).
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v envsubst >/dev/null 2>&1 || missing+=(gettext-base)
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = "0" ]; then
+  echo "==> installing Debian's ${missing[*]} for the tests"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/benchloop}"

@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes, force_str
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
+from benchloop_site.links import absolute_url
 from submissions.models import SubmitterProfile
 
 
@@ -40,20 +41,20 @@ def forget_stale_signups() -> int:
     return deleted
 
 
-def request_signup(*, username: str, email: str, password: str, base_url: str) -> None:
+def request_signup(*, username: str, email: str, password: str) -> None:
     """Start a sign-up; the caller shows the same answer whatever happened here."""
     hashed = make_password(password)  # on both paths: the time taken tells nothing either
     with transaction.atomic():
         known = User.objects.filter(email__iexact=email)
         owner = known.exclude(pk__in=_pending()).order_by("pk").first()
         if owner is not None:
-            transaction.on_commit(lambda: _mail_existing_owner(owner, base_url))
+            transaction.on_commit(lambda: _mail_existing_owner(owner))
             return
         # An earlier sign-up with this address that was never confirmed gives way to this one.
         known.delete()
         user = User.objects.create(username=username, email=email, password=hashed, is_active=False)
         SubmitterProfile.objects.create(user=user)
-        transaction.on_commit(lambda: _mail_activation(user, base_url))
+        transaction.on_commit(lambda: _mail_activation(user))
 
 
 def activation_path(user: User) -> str:
@@ -80,13 +81,13 @@ def activate(*, user: User) -> User:
     return user
 
 
-def _mail_activation(user: User, base_url: str) -> None:
+def _mail_activation(user: User) -> None:
     send_mail(
         subject="BenchLoop: confirm your email address",
         message=(
             f"Someone (we hope you) signed up for BenchLoop as {user.username} with this "
             f"address. Open this link to activate the account:\n\n"
-            f"{base_url}{activation_path(user)}\n\n"
+            f"{absolute_url(activation_path(user))}\n\n"
             "The link works once and expires in "
             f"{settings.PASSWORD_RESET_TIMEOUT // 86400} days. If it was not you, ignore "
             "this email: the account is never activated and is deleted."
@@ -97,14 +98,14 @@ def _mail_activation(user: User, base_url: str) -> None:
     )
 
 
-def _mail_existing_owner(owner: User, base_url: str) -> None:
+def _mail_existing_owner(owner: User) -> None:
     send_mail(
         subject="BenchLoop: someone tried to sign up with your email address",
         message=(
             "Someone (maybe you) tried to create a new BenchLoop account with this address. "
             f"You already have one, {owner.username}; nothing was changed.\n\n"
-            f"Sign in: {base_url}{reverse('accounts:login')}\n"
-            f"Forgot your password? {base_url}{reverse('accounts:password_reset')}\n\n"
+            f"Sign in: {absolute_url(reverse('accounts:login'))}\n"
+            f"Forgot your password? {absolute_url(reverse('accounts:password_reset'))}\n\n"
             "If it was not you, you can ignore this email."
         ),
         from_email=settings.DEFAULT_FROM_EMAIL,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -14,6 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchloop_site.links import absolute_url
+from benchloop_site.middleware import NOTHING_SAVED, unavailable_response
 from benchloop_site.throttling import AnonThrottle, UserThrottle
 from runs.importers import FormatError, UnsupportedVersion
 from runs.importers.records import load_json
@@ -195,8 +200,52 @@ def validate_upload(data: dict) -> tuple[dict, str, str]:
     return bundle, kind, bundle_visibility
 
 
-def _submit(data: dict, **kwargs) -> UploadOutcome:
-    upgraded = validate_upload(data)
+# The commit's answer was lost with the connection, and no other one could check.
+MAYBE_SAVED = (
+    "The database is unavailable right now and this upload may have been stored. Send it again "
+    "in a few seconds: an upload with the same client run id is never stored twice."
+)
+
+
+def _store(
+    request: Request, data: dict, answer: Callable[[UploadOutcome], dict], **kwargs
+) -> dict | HttpResponse:
+    """Store an upload and build its answer in one transaction, so the answer is complete
+    before the commit and nothing after it can turn a stored run into an error.
+
+    When the database goes away the 503 says what is true: before the commit, the transaction
+    was rolled back and nothing was saved; when the commit itself failed, a new connection
+    looks for the run, and a stored run gets its answer after all.
+    """
+    upgraded = validate_upload(data)  # CPU only: no transaction (nor SQLite's lock) needed
+    outcome, body = None, None
+    try:
+        with transaction.atomic():
+            outcome = _submit(data, upgraded, **kwargs)
+            body = answer(outcome)
+    except (OperationalError, InterfaceError) as exc:
+        if body is None:  # raised inside the transaction: rolled back
+            return unavailable_response(request._request, exc, NOTHING_SAVED)
+        if outcome.created:
+            stored = _stored(outcome.submission.pk)
+            if stored is None:
+                return unavailable_response(request._request, exc, MAYBE_SAVED)
+            if not stored:
+                return unavailable_response(request._request, exc, NOTHING_SAVED)
+        # Stored (or a repeat, which wrote nothing): the answer built before the commit holds.
+    return body
+
+
+def _stored(submission_id: int) -> bool | None:
+    """Whether the submission exists, asked on a new connection; None if none can be had."""
+    try:
+        connection.close()  # the connection whose commit failed
+        return Submission.objects.filter(pk=submission_id).exists()
+    except DatabaseError:
+        return None
+
+
+def _submit(data: dict, upgraded: tuple[dict, str, str], **kwargs) -> UploadOutcome:
     try:
         return submit_run(payload=data, upgraded=upgraded, **kwargs)
     except UnsupportedVersion as exc:
@@ -217,9 +266,10 @@ class RunUploadView(APIView):
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
-        url = serializers.CharField()
+        url = serializers.URLField(help_text="the run's page, absolute")
         client_run_id = serializers.CharField()
-        status = serializers.CharField()
+        status = serializers.CharField(help_text="pending and flagged runs wait for a moderator")
+        published = serializers.BooleanField(help_text="on the public leaderboard now")
         flag_reasons = serializers.ListField(child=serializers.CharField())
         duplicate = serializers.BooleanField()
         attempts = serializers.IntegerField(help_text="uploads by you for this stack (best-of-N)")
@@ -238,31 +288,43 @@ class RunUploadView(APIView):
             429: OpenApiResponse(description="throttled"),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> Response | HttpResponse:
         data = read_json_body(request)
-        outcome = _submit(
-            data, channel=Channel.API_KEY, submitter=request.user, api_key=request.auth
+
+        def answer(outcome: UploadOutcome) -> dict:
+            code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
+            return {"code": code, "data": self.OutputSerializer(_upload_result(outcome)).data}
+
+        body = _store(
+            request,
+            data,
+            answer,
+            channel=Channel.API_KEY,
+            submitter=request.user,
+            api_key=request.auth,
         )
-        code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(self.OutputSerializer(_upload_result(outcome)).data, status=code)
+        if isinstance(body, HttpResponse):
+            return body
+        return Response(body["data"], status=body["code"])
 
 
 def _upload_result(outcome: UploadOutcome) -> dict:
     submission = outcome.submission
-    # A repeat's run is not loaded (its stored payload is large): ask for its stack only.
-    stack_id = (
-        submission.run.stack_id
-        if Submission.run.is_cached(submission)
-        else Run.objects.filter(pk=submission.run_id).values_list("stack_id", flat=True).get()
-    )
+    # A repeat's run is not loaded (its stored payload is large): ask for what is shown only.
+    if Submission.run.is_cached(submission):
+        stack_id, published = submission.run.stack_id, submission.run.published
+    else:
+        run = Run.objects.filter(pk=submission.run_id).values_list("stack_id", "published")
+        stack_id, published = run.get()
     attempts = UploadAttempt.objects.filter(stack_id=stack_id, submitter_id=submission.submitter_id)
     if submission.submitter_id is None:
         attempts = attempts.filter(anonymous_key=submission.uploader_key)
     return {
         "id": submission.run_id,
-        "url": f"/runs/{submission.run_id}/",
+        "url": absolute_url(reverse("leaderboard:run", args=[submission.run_id])),
         "client_run_id": submission.client_run_id,
         "status": submission.status,
+        "published": published,
         "flag_reasons": submission.flag_reasons,
         "duplicate": outcome.duplicate,
         "attempts": attempts.count(),
@@ -288,14 +350,16 @@ class LegacySubmitView(APIView):
     def post(self, request: Request) -> Response:
         data = read_json_body(request)
         address = _client_address(request._request)
-        outcome = _submit(
+        body = _store(
+            request,
             data,
+            lambda outcome: {"status": outcome.submission.status, "id": outcome.submission.run_id},
             channel=Channel.LEGACY_ANONYMOUS,
             submitter=None,
             uploader_key=keys.keyed_hash(address, purpose="uploader"),
         )
         # The old client only checks for HTTP 200.
-        return Response({"status": outcome.submission.status, "id": outcome.submission.run_id})
+        return body if isinstance(body, HttpResponse) else Response(body)
 
 
 def _client_address(request: HttpRequest) -> str:

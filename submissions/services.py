@@ -12,8 +12,10 @@ from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Value
+from django.urls import reverse
 from django.utils import timezone
 
+from benchloop_site.links import absolute_url
 from leaderboard import cache as board_cache
 from runs import normalize
 from runs.importers import parse_run_payload
@@ -323,7 +325,10 @@ def _notify_decision(submission: Submission) -> None:
         subject=f"BenchLoop: your run of {run.stack.model_id} is {submission.status}",
         message=(
             f"Your run {submission.client_run_id} of {run.stack.label} is now "
-            f"{submission.status}.\n\nModerator's note: {submission.moderation_note or '—'}"
+            f"{submission.status}.\n\nModerator's note: {submission.moderation_note or '—'}\n\n"
+            # An email is read away from the site: only absolute links work there.
+            f"The run: {absolute_url(reverse('leaderboard:run', args=[run.pk]))}\n"
+            f"Your runs: {absolute_url(reverse('accounts:runs'))}\n"
         ),
         from_email=settings.DEFAULT_FROM_EMAIL,
         recipient_list=[submission.submitter.email],

@@ -17,7 +17,7 @@ from django.urls import reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from benchloop_site.formlimits import limit_posts, seconds_to_wait, too_many_requests
 from runs.models import Run
@@ -55,7 +55,6 @@ def signup(request: HttpRequest) -> HttpResponse:
             username=form.cleaned_data["username"],
             email=email,
             password=form.cleaned_data["password1"],
-            base_url=_base_url(request),
         )
         return redirect("accounts:signup_sent")
     return render(request, "accounts/signup.html", {"form": form})
@@ -80,11 +79,6 @@ def activate(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
     return render(request, "accounts/activate.html", {"pending": user})
 
 
-def _base_url(request: HttpRequest) -> str:
-    """The site's absolute root for links in mail."""
-    return (getattr(settings, "SITE_URL", "") or request.build_absolute_uri("/")).rstrip("/")
-
-
 class _PasswordResetView(PasswordResetView):
     """Django's reset view (it answers the same for unknown addresses), with mail to any one
     address rate-limited so the form cannot bomb an inbox."""
@@ -93,6 +87,8 @@ class _PasswordResetView(PasswordResetView):
     email_template_name = "accounts/password_reset_email.txt"
     subject_template_name = "accounts/password_reset_subject.txt"
     success_url = reverse_lazy("accounts:password_reset_done")
+    # Links in mail are built on SITE_URL, never on the request's Host header.
+    extra_email_context = {"site_url": settings.SITE_URL}
 
     def form_valid(self, form):
         wait = seconds_to_wait(self.request, "mail_to_address", about=form.cleaned_data["email"])
@@ -140,6 +136,7 @@ def sign_in(request: HttpRequest) -> HttpResponse:
     return response
 
 
+@require_safe
 @login_required
 def profile(request: HttpRequest) -> HttpResponse:
     counts = Submission.objects.filter(submitter=request.user).aggregate(
@@ -159,6 +156,7 @@ def profile(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_safe
 @login_required
 def my_runs(request: HttpRequest) -> HttpResponse:
     submissions = (
@@ -268,6 +266,7 @@ QUEUE_STATUSES = [
 ]
 
 
+@require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
 def queue(request: HttpRequest) -> HttpResponse:
@@ -375,6 +374,7 @@ def decide(request: HttpRequest) -> HttpResponse:
     return redirect(_safe_next(request, "submissions:queue"))
 
 
+@require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
 def audit_log(request: HttpRequest) -> HttpResponse:

@@ -432,7 +432,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------- submit, login, export
 
 
+def _review_state(answer: dict) -> str:
+    """What the site did with an upload, in words: published, or waiting for a moderator."""
+    status, published = answer.get("status"), answer.get("published")
+    if status in ("pending", "flagged"):
+        return "pending review: it appears on the leaderboard once a moderator approves it"
+    if published:
+        return "published on the leaderboard"
+    if status == "approved":
+        return "approved, not on the leaderboard (unlisted, private or incomplete)"
+    return f"{status}: not on the leaderboard" if isinstance(status, str) else ""
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
+    from urllib.parse import urljoin
+
     from worker.engine.site import api_key_for, site_url, submit
 
     path = find_run(args.run)
@@ -447,6 +461,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     secrets = [key, os.environ.get("BENCHLOOP_ENDPOINT_API_KEY", "")]
     payload = upload_view(bundle, secrets=secrets)
     result = submit(site, key, payload)
+    url = result.body.get("url")
     record = {
         "ok": True,
         "site": site,
@@ -454,7 +469,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         "client_run_id": bundle["client_run_id"],
         "status_code": result.status_code,
         "created": result.created,
-        "url": result.body.get("url"),
+        # Absolute, so it can be opened from here; a site before 0.4 answers a relative link.
+        "url": urljoin(site + "/", url) if isinstance(url, str) and url else None,
+        "review": result.body.get("status"),
+        "published": result.body.get("published"),
         "submitted_at": datetime.now(UTC).isoformat(),
     }
     # Kept beside run.json (which stays exactly as measured) so users can see what was sent.
@@ -463,7 +481,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         _print_json(record)
     else:
         verb = "uploaded" if result.created else "already on the site (same client_run_id)"
-        out.print(f"{bundle['run_id']}: {verb}" + (f" → {record['url']}" if record["url"] else ""))
+        state = _review_state(result.body)
+        line = f"{bundle['run_id']}: {verb}" + (f"; {state}" if state else "")
+        # soft_wrap: Rich would otherwise break the link across lines at the terminal's width.
+        out.print(escape(line + (f" → {record['url']}" if record["url"] else "")), soft_wrap=True)
     return EXIT_OK
 
 

@@ -14,8 +14,10 @@ import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
+from benchloop_site.links import absolute_url
 from worker.engine.redact import redact_text
 from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 
@@ -69,8 +71,11 @@ def job_payload(job: BenchmarkJob) -> dict:
             "attempts": job.attempts,
             "error": redact_text(job.error),
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,
-            "url": f"/lab/jobs/{job.pk}/",
-            "run_url": f"/runs/{job.run_id}/" if job.run_id else None,
+            # A webhook receiver is another site: only absolute links mean anything there.
+            "url": absolute_url(reverse("lab:job", args=[job.pk])),
+            "run_url": absolute_url(reverse("leaderboard:run", args=[job.run_id]))
+            if job.run_id
+            else None,
         },
     }
 
@@ -106,8 +111,8 @@ def _email_text(job: BenchmarkJob) -> str:
     if job.error:
         lines.append(f"Reason: {redact_text(job.error)}")
     if job.run_id:
-        lines.append(f"Verified run: /runs/{job.run_id}/")
-    lines.append(f"Job page: /lab/jobs/{job.pk}/")
+        lines.append(f"Verified run: {absolute_url(reverse('leaderboard:run', args=[job.run_id]))}")
+    lines.append(f"Job page: {absolute_url(reverse('lab:job', args=[job.pk]))}")
     return "\n".join(lines)
 
 

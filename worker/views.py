@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+from datetime import datetime
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.contrib.syndication.views import Feed
 from django.core.paginator import Paginator
+from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.feedgenerator import Atom1Feed
 from django.utils.html import escape
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
+from benchloop_site.conditional import revalidated
 from benchloop_site.formlimits import limit_posts
 from worker import services
 from worker.engine.redact import redact_text
@@ -22,6 +27,7 @@ from worker.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPro
 OPERATE = "worker.operate_lab"
 
 
+@require_safe
 def queue(request: HttpRequest) -> HttpResponse:
     """Public: what is running, what waits, what finished (no endpoints, no recipes)."""
     jobs = BenchmarkJob.objects.select_related("host")
@@ -48,6 +54,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_safe
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(BenchmarkJob.objects.select_related("host", "run"), pk=pk)
     events = list(JobEvent.objects.filter(job=job, attempt=job.attempts).order_by("-seq")[:200])
@@ -212,3 +219,20 @@ class FinishedJobsFeed(Feed):
 
     def item_updateddate(self, job: BenchmarkJob):
         return job.finished_at
+
+
+def _job_feed_validators(request: HttpRequest) -> tuple[str, datetime] | None:
+    """The feed shows the newest finished jobs: it changes when one more finishes or one goes."""
+    summary = BenchmarkJob.objects.finished().aggregate(
+        count=Count("id"), newest=Max("finished_at"), last=Max("id")
+    )
+    if summary["newest"] is None:
+        return None
+    where = f"{request.scheme}://{request.get_host()}"  # the feed's links name it
+    parts = f"{summary['count']}|{summary['last']}|{summary['newest'].isoformat()}|{where}"
+    etag = hashlib.sha256(parts.encode()).hexdigest()[:32]
+    return etag, summary["newest"]
+
+
+# Feed readers poll with HEAD and conditional GETs; a Feed answers any method otherwise.
+finished_jobs_feed = require_safe(revalidated(_job_feed_validators)(FinishedJobsFeed()))

@@ -25,3 +25,20 @@ def _private_cache(settings) -> None:
     }
     for alias in settings.CACHES:
         caches[alias].clear()
+
+
+@pytest.fixture
+def test_database_url(db) -> str:
+    """The migrated test database, as a URL for processes a test starts (they see what is
+    committed: the migrated tables, empty)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@pytest.fixture
+def broker() -> str:
+    from django.conf import settings
+
+    return settings.CELERY_BROKER_URL

@@ -16,6 +16,12 @@ def test_it_reports_database_and_broker_ok(client: Client, settings) -> None:
     assert "no-cache" in response.headers["Cache-Control"]
 
 
+def test_uptime_monitors_can_ask_with_head(client: Client) -> None:
+    response = client.head("/healthz")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+
+
 def test_it_fails_with_503_when_the_broker_is_down(client: Client) -> None:
     from benchloop_site.celery import app
 
@@ -29,6 +35,7 @@ def test_it_fails_with_503_when_the_broker_is_down(client: Client) -> None:
     finally:
         app.conf.broker_url, app.conf.broker_write_url = original
     assert response.status_code == 503
+    assert response["Retry-After"] == "5"  # monitors and load balancers know when to ask again
     body = response.json()
     assert body["status"] == "error"
     assert body["database"] == "ok"

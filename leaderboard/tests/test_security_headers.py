@@ -147,6 +147,7 @@ def _production(code: str) -> list[str]:
         SECRET_KEY=secrets.token_urlsafe(64),
         ALLOWED_HOSTS="bench.example.org",
         API_KEY_PEPPER=secrets.token_urlsafe(32),
+        SITE_URL="https://bench.example.org",
         DATABASE_URL=(
             f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
         ),

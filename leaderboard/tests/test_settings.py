@@ -46,6 +46,31 @@ def test_production_mode_refuses_to_start_without_allowed_hosts() -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("site_url", "problem"),
+    [
+        ("", "SITE_URL must be set when DEBUG is off"),
+        ("bench.example.org", "SITE_URL must be http(s)://host[:port] with nothing after it"),
+        ("https://bench.example.org/leaderboard/", "with nothing after it"),
+        ("https://user@bench.example.org", "with nothing after it"),
+        ("https://elsewhere.example.net", "SITE_URL's host 'elsewhere.example.net' is not in"),
+        ("http://bench.example.org", "SITE_URL must be https:// while SECURE_SSL_REDIRECT is on"),
+    ],
+)
+def test_production_mode_refuses_a_missing_or_malformed_site_url(site_url, problem) -> None:
+    """Emails, webhooks and the CLI link to SITE_URL: a wrong one would send users elsewhere."""
+    result = _manage(
+        "check",
+        DEBUG="False",
+        SECRET_KEY=secrets.token_urlsafe(64),
+        ALLOWED_HOSTS="bench.example.org",
+        API_KEY_PEPPER=secrets.token_urlsafe(32),
+        SITE_URL=site_url,
+    )
+    assert result.returncode == 2
+    assert problem in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_malformed_boolean_is_an_error_not_a_guess() -> None:
     result = _manage("check", DEBUG="yes please")
     assert result.returncode == 2
@@ -62,6 +87,7 @@ def test_check_deploy_is_clean_in_production_mode() -> None:
         SECRET_KEY=secrets.token_urlsafe(64),
         ALLOWED_HOSTS="bench.example.org",
         API_KEY_PEPPER=secrets.token_urlsafe(32),
+        SITE_URL="https://bench.example.org",
     )
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
@@ -81,6 +107,7 @@ def test_production_mode_turns_on_secure_cookies_hsts_and_manifest_storage() -> 
         SECRET_KEY=secrets.token_urlsafe(64),
         ALLOWED_HOSTS="bench.example.org",
         API_KEY_PEPPER=secrets.token_urlsafe(32),
+        SITE_URL="https://bench.example.org",
     )
     assert result.stdout.strip().splitlines()[-1].split() == [
         "True",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -14,10 +15,11 @@ from django.utils import timezone
 from django.utils.feedgenerator import Atom1Feed
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
+from benchloop_site.conditional import revalidated
 from leaderboard import cache as board_cache
 from leaderboard import charts, exports, queries
 from leaderboard import filters as board_filters
@@ -58,7 +60,7 @@ def scatter_for(points: list[dict]) -> charts.Scatter | None:
     )
 
 
-@require_GET
+@require_safe
 def landing(request: HttpRequest) -> HttpResponse:
     """What BenchLoop measures, how to take part, and the newest verified results."""
     return board_cache.render_page(
@@ -102,7 +104,7 @@ def _landing_context(request: HttpRequest) -> dict:
 _INDENT = re.compile(r"[ \t]*\n\s*")
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
     """One row per stack, filtered and sorted by the query string; htmx gets only #results."""
@@ -184,7 +186,24 @@ def _compact(html: SafeString) -> SafeString:
     return mark_safe(_INDENT.sub("\n", html))  # noqa: S308
 
 
-@require_GET
+def board_validators(request: HttpRequest, fmt: str = "atom") -> tuple[str, datetime] | None:
+    """ETag and Last-Modified of an export or feed of the board: what it shows changes only
+    with the data version (publishing bumps it), the filters, the host it names in links, and
+    the date (a "last N days" filter moves with it, and so does an export's file name)."""
+    version = board_cache.data_version()
+    if version is None:
+        return None
+    number, changed = version
+    today = timezone.now().date()
+    parts = [str(number), today.isoformat(), _base_url(request), fmt]
+    parts.append(BoardFilters.from_query(request.GET).to_query().urlencode())
+    etag = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+    midnight = datetime.combine(today, time(), tzinfo=UTC)
+    return etag, max(datetime.fromtimestamp(changed, UTC), midnight)
+
+
+@require_safe
+@revalidated(board_validators)
 def export(request: HttpRequest, fmt: str) -> HttpResponse:
     """The filtered view as CSV, JSON or Markdown (every row, not just one page)."""
     filters = BoardFilters.from_query(request.GET)
@@ -204,7 +223,8 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
+@revalidated(board_validators)
 def feed(request: HttpRequest) -> HttpResponse:
     """Atom feed of newly approved runs for any filter ("new results on RTX 4090")."""
     filters = BoardFilters.from_query(request.GET)
@@ -246,7 +266,7 @@ def feed(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/methodology.html")
 

@@ -8,7 +8,7 @@ from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from leaderboard import charts, queries, stats, summaries
 from leaderboard.filters import BoardFilters
@@ -106,7 +106,7 @@ def noise_verdict(base: Side, other: Side) -> stats.NoiseTest | None:
     )
 
 
-@require_GET
+@require_safe
 def compare(request: HttpRequest) -> HttpResponse:
     """Stacks side by side; with fewer than two, a picker to add more."""
     ids = parse_stack_ids(request)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
+
+from benchloop_site.middleware import RETRY_AFTER_SECONDS
 
 
 @never_cache
-@require_GET
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """Database and broker reachability, for load balancers and the README's smoke check."""
     from benchloop_site.celery import app
@@ -27,13 +29,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
         checks["broker"] = "ok"
     except Exception as exc:
         checks["broker"] = f"error: {type(exc).__name__}"
-    healthy = all(value == "ok" for value in checks.values())
-    return JsonResponse(
-        {"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503
-    )
+    if all(value == "ok" for value in checks.values()):
+        return JsonResponse({"status": "ok", **checks})
+    response = JsonResponse({"status": "error", **checks}, status=503)
+    # Load balancers and monitors back off and ask again, as for any other 503 of the site.
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
-@require_GET
+@require_safe
 def bench_baseline(request: HttpRequest) -> HttpResponse:
     """A constant answer for the load benchmark's baseline (routed only when it is on)."""
     return HttpResponse("ok", content_type="text/plain")

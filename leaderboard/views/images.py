@@ -8,7 +8,7 @@ import json
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from leaderboard import share, summaries
 from leaderboard.views.compare import parse_stack_ids
@@ -67,7 +67,7 @@ def _hardware_label(row: dict) -> str:
     return row.get("hardware__cpu_model") or "remote endpoint"
 
 
-@require_GET
+@require_safe
 def stack_image(request: HttpRequest, pk: int) -> HttpResponse:
     stack = get_public_stack(pk)
     rows = summaries.run_rows(Run.objects.published().filter(stack=stack))
@@ -79,7 +79,7 @@ def stack_image(request: HttpRequest, pk: int) -> HttpResponse:
     return _png("Stack", [column], footer)
 
 
-@require_GET
+@require_safe
 def run_image(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("stack", "hardware"), pk=pk)
     if not run.published:
@@ -91,7 +91,7 @@ def run_image(request: HttpRequest, pk: int) -> HttpResponse:
     return _png("Run", [column], f"{run.get_score_scale_display()} · {evidence} · BenchLoop")
 
 
-@require_GET
+@require_safe
 def compare_image(request: HttpRequest) -> HttpResponse:
     ids = parse_stack_ids(request)
     stacks = {s.id: s for s in Stack.objects.filter(id__in=ids, best_run__isnull=False)}

@@ -10,7 +10,7 @@ from django.db.models import F, Prefetch
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
@@ -60,7 +60,7 @@ def get_public_stack(pk: int) -> Stack:
     return stack
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def stack_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Every approved run of a stack, its spread, per-suite scores, trend and recipe."""
@@ -173,7 +173,7 @@ def _get_visible_run(request, pk: int) -> tuple[Run, bool]:
     raise Http404("no such run")
 
 
-@require_GET
+@require_safe
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One run's receipts: suites, tasks, verifier notes, latencies and trials."""
     run, private = _get_visible_run(request, pk)
@@ -244,7 +244,7 @@ def _run_description(run: Run) -> str:
     return "; ".join(parts) + "."
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
     """Every published stack of one model: quantizations, engines and settings side by side."""
@@ -279,7 +279,7 @@ def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
     return render(request, "leaderboard/model.html", context)
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def hardware_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The leaderboard restricted to one machine class: best run per stack on it."""
@@ -315,7 +315,7 @@ def _submitter_page(request: HtmxHttpRequest, runs, **context) -> HttpResponse |
     return _partial(request, "leaderboard/submitter.html", context)
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def submitter_detail(request: HtmxHttpRequest, username: str) -> HttpResponse:
     """Runs submitted by one account."""
@@ -330,7 +330,7 @@ def submitter_detail(request: HtmxHttpRequest, username: str) -> HttpResponse:
     raise Http404("no published runs by this submitter")
 
 
-@require_GET
+@require_safe
 @vary_on_headers("HX-Request")
 def imported_submitter_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """Runs imported under one author's name: never merged with an account's page."""

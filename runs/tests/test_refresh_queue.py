@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def private_queue():
+def private_queue(broker_key):
     """Messages go to a queue of this test's own on the real Redis broker: (name, length)."""
     name = f"test-refresh-{uuid.uuid4().hex[:12]}"
     previous = app.conf.task_default_queue
@@ -31,10 +31,10 @@ def private_queue():
     for key in client.scan_iter(f"*stack-refresh:{database}:*"):
         client.delete(key)
     try:
-        yield lambda: client.llen(name)
+        yield lambda: client.llen(broker_key(name))
     finally:
         app.conf.task_default_queue = previous
-        client.delete(name)
+        client.delete(broker_key(name))
 
 
 def _upload(user, smoke_run: dict, number: int):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from django.core import mail
 
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
 from runs.models import Stack
@@ -64,3 +65,19 @@ def test_rejecting_unpublishes_and_the_refresh_drops_the_run() -> None:
     submission.run.refresh_from_db()
     assert not submission.run.published
     assert Stack.objects.get().best_run is None
+
+
+def test_the_decision_email_links_the_run_absolutely(
+    alice, settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.SITE_URL = "https://bench.example.org"
+    submission = _pending_run()
+    Submission.objects.filter(pk=submission.pk).update(submitter=alice)
+    submission.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        moderate_submission(submission=submission, status=Status.APPROVED, moderator=None)
+    [message] = mail.outbox
+    assert message.to == ["alice@example.org"]
+    assert f"https://bench.example.org/runs/{submission.run_id}/" in message.body
+    assert "https://bench.example.org/account/runs/" in message.body

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_v3_publish_envelope_is_accepted_then_repeats_return_200(
-    alice, alice_key, envelope
+    alice, alice_key, envelope, settings
 ) -> None:
+    settings.SITE_URL = "https://bench.example.org"
     client = Client()
     first = post_json(client, "/api/v1/runs", envelope, alice_key)
     assert first.status_code == 201
@@ -27,9 +28,10 @@ def test_the_v3_publish_envelope_is_accepted_then_repeats_return_200(
     run = Run.objects.get()
     assert body == {
         "id": run.id,
-        "url": f"/runs/{run.id}/",
+        "url": f"https://bench.example.org/runs/{run.id}/",  # absolute: the CLI prints it
         "client_run_id": "20261130-050515-example-model-8b-local-fake",
         "status": "pending",
+        "published": False,
         "flag_reasons": [],
         "duplicate": False,
         "attempts": 1,

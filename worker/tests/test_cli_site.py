@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from runs.models import Run
 from submissions import keys, services
-from submissions.models import ApiKey, Channel, DeviceAuthorization, Submission
+from submissions.models import ApiKey, Channel, DeviceAuthorization, Submission, SubmitterProfile
 from worker.cli import main
 from worker.engine.bundle import load_bundle, upload_view
 from worker.engine.site import api_key_for, device_poll, device_start, site_url
@@ -78,9 +78,10 @@ def _after_first_poll(action: Callable[[DeviceAuthorization], None]) -> threadin
 
 @pytest.mark.llm
 def test_submit_sends_the_upload_view_and_is_idempotent(
-    live_server, alice, alice_key, llm_url, bench_home, capsys
+    live_server, alice, alice_key, llm_url, bench_home, capsys, settings
 ):
     """A real run is stored once (201, then 200 for the resend) and nothing private is sent."""
+    settings.SITE_URL = live_server.url
     run_args = ["run", "--url", llm_url, "--tasks", "speed-p128-short", "--trials", "1"]
     assert main([*run_args, "--max-tokens", "8", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
@@ -99,7 +100,8 @@ def test_submit_sends_the_upload_view_and_is_idempotent(
     submission = _sent_body_is(view)
     assert submission.submitter == alice and submission.channel == Channel.API_KEY
     assert submission.client_run_id == run["client_run_id"]
-    assert first["url"] == f"/runs/{submission.run_id}/"
+    assert first["url"] == f"{live_server.url}/runs/{submission.run_id}/"
+    assert (first["review"], first["published"]) == ("pending", False)
     text = json.dumps(view)
     assert llm_url not in text and llm_url.split("//")[1] not in text and alice_key not in text
     assert "endpoint" not in view["machine"]
@@ -137,6 +139,30 @@ def test_submit_without_a_key_or_site_fails_with_clear_exit_codes(
     assert "machine_id" not in view["machine"]  # the file's MAC-derived id is not sent
     assert "localhost:11434" not in json.dumps(view)
     assert "Traceback" not in capsys.readouterr().err
+
+
+@needs_fixtures
+def test_submit_says_whether_the_run_waits_for_a_moderator_and_links_it_absolutely(
+    live_server, alice_key, mallory, mallory_key, bench_home, capsys, settings
+):
+    settings.SITE_URL = live_server.url
+    SubmitterProfile.objects.create(user=mallory, is_trusted=True)  # auto-approved
+    for key, fixture in ((alice_key, "v3-full-local"), (mallory_key, "v2-0.2.3-local")):
+        target = bench_home / "runs" / fixture
+        target.mkdir(parents=True)
+        shutil.copy(FIXTURES / "generated" / fixture / "run.json", target / "run.json")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("BENCHLOOP_API_KEY", key)
+            assert main(["submit", fixture, "--site", live_server.url]) == 0
+    pending, published = capsys.readouterr().out.strip().splitlines()
+    alice_run, mallory_run = Submission.objects.order_by("id").values_list("run_id", flat=True)
+    assert pending.endswith(
+        ": uploaded; pending review: it appears on the leaderboard once a moderator approves it"
+        f" → {live_server.url}/runs/{alice_run}/"
+    )
+    assert published.endswith(
+        f": uploaded; published on the leaderboard → {live_server.url}/runs/{mallory_run}/"
+    )
 
 
 def test_login_polls_until_approved_and_saves_the_key_privately(

@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core import mail
 
+from leaderboard.tests.factories import add_runs, record
 from worker import notifications, services
-from worker.models import NotificationSettings, WebhookDelivery
+from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 from worker.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
 
 
@@ -132,6 +133,26 @@ def test_the_email_names_the_job_and_its_result(operator, settings) -> None:
     assert message.to == ["alice@example.org"]
     assert message.subject == f"BenchLoop job {job.pk} failed: qwen3:8b"
     assert "Reason: unknown model" in message.body
+
+
+@pytest.mark.django_db
+def test_emails_and_webhooks_link_absolutely(operator, settings) -> None:
+    """Read in a mail client or by another site, a relative link leads nowhere."""
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.SITE_URL = "https://bench.example.org"
+    job = services.queue_job(
+        requested_by=operator, model="m", endpoint_url="http://127.0.0.1:9", pool="nobody.listens"
+    )
+    run = add_runs(record())[0]
+    BenchmarkJob.objects.filter(pk=job.pk).update(status="succeeded", run=run)
+    job.refresh_from_db()
+    payload = notifications.job_payload(job)["job"]
+    assert payload["url"] == f"https://bench.example.org/lab/jobs/{job.pk}/"
+    assert payload["run_url"] == f"https://bench.example.org/runs/{run.pk}/"
+    notifications.notify_finished(job.pk)
+    [message] = mail.outbox
+    assert f"Job page: https://bench.example.org/lab/jobs/{job.pk}/" in message.body
+    assert f"Verified run: https://bench.example.org/runs/{run.pk}/" in message.body
 
 
 @pytest.mark.parametrize(

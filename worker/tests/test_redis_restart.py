@@ -161,16 +161,18 @@ def test_a_lab_job_survives_a_redis_restart_and_records_every_event_once(
             raise AssertionError(f"job {job_id}: {exc}\n{log[-4000:]}") from exc
 
 
-def _queued_messages(port: int, pool: str) -> int:
+def _queued_messages(port: int, queue_key: str) -> int:
     import redis
 
     client = redis.Redis(port=port)
     # Celery's Redis transport keeps one list per priority step: "pool", "pool\x06\x163", ...
-    return sum(client.llen(key) for key in client.keys(f"{pool}*"))
+    return sum(client.llen(key) for key in client.keys(f"{queue_key}*"))
 
 
 @pytest.mark.usefixtures("transactional_db")
-def test_a_job_queued_while_the_broker_is_down_is_sent_once_it_is_back(drill_redis, operator):
+def test_a_job_queued_while_the_broker_is_down_is_sent_once_it_is_back(
+    drill_redis, operator, broker_key
+):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -189,10 +191,10 @@ def test_a_job_queued_while_the_broker_is_down_is_sent_once_it_is_back(drill_red
         assert services.reap_stale_jobs(now=later)["resent"] == 1
         job.refresh_from_db()
         assert job.dispatched_at is not None
-        assert _queued_messages(drill_redis.port, "cpu.drill") == 1
+        assert _queued_messages(drill_redis.port, broker_key("cpu.drill")) == 1
         # Sent once: the next pass finds nothing left to send.
         assert services.reap_stale_jobs(now=later)["resent"] == 0
-        assert _queued_messages(drill_redis.port, "cpu.drill") == 1
+        assert _queued_messages(drill_redis.port, broker_key("cpu.drill")) == 1
 
 
 def test_the_api_answers_503_while_redis_is_down(drill_redis, client, settings):

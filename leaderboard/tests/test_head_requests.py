@@ -72,7 +72,10 @@ def _kwargs(name: str, ids: dict) -> dict:
         "leaderboard:run_image": {"pk": ids["run"]},
         "leaderboard:model": {"model_id": ids["model"]},
         "leaderboard:hardware": {"pk": ids["hardware"]},
-        "leaderboard:submitter": {"name": "ada"},
+        "leaderboard:submitter": {"username": "alice"},
+        "leaderboard:imported_submitter": {"name": "ada"},
+        "accounts:activate": {"uidb64": "MQ", "token": "not-a-token"},
+        "accounts:password_reset_confirm": {"uidb64": "MQ", "token": "not-a-token"},
     }
     return by_name.get(name, {})
 

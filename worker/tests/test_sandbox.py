@@ -354,7 +354,14 @@ def test_the_only_descriptors_the_child_has_are_its_job_its_output_and_its_repor
         "print(len(fds), flush=True)\n"
         "attempt('write_job', lambda: get('write')(osm)(0, b'tampered'))\n"
     )
-    result = run_python(code, limits=FAST, enforce_policy=False)
+    # A long-lived worker holds many descriptors: the report's number in the parent is then
+    # far above what the model's code would probe, yet the child's layout stays the same.
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(150)]
+    try:
+        result = run_python(code, limits=FAST, enforce_policy=False)
+    finally:
+        for fd in held:
+            os.close(fd)
     assert result.stdout.splitlines()[0] == "4"  # stdin, stdout, stderr, report; no bwrap pipe
     assert "write_job BLOCKED OSError [Errno 9] Bad file descriptor" in result.stdout
 

@@ -16,6 +16,9 @@ import os
 import resource
 import sys
 
+# The report's descriptor in the child, whatever number it had in the parent (a long-lived
+# worker may have hundreds open): the model's code meets the same layout on every run.
+REPORT_FD = 3
 EXIT_SETUP = 70  # the sandbox itself could not be set up; the parent says so, not "error"
 VALUE_LIMIT = 64 * 1024
 MAX_DEPTH = 40
@@ -106,6 +109,10 @@ def _describe(exc):
 def main() -> None:
     job = json.loads(sys.stdin.buffer.read())
     report_fd = job["report_fd"]
+    if report_fd != REPORT_FD:
+        os.dup2(report_fd, REPORT_FD, inheritable=False)
+        os.close(report_fd)
+        report_fd = REPORT_FD
     write = os.write
     dumps = json.dumps
 

@@ -16,6 +16,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from runs import bounds
 from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 
 SIGNATURE_HEADER = "X-BenchLoop-Signature"
@@ -79,7 +80,8 @@ def notify_finished(job_id: int) -> None:
     prefs, _ = NotificationSettings.objects.get_or_create(user=job.requested_by)
     if prefs.email_on_finish and job.requested_by.email:
         send_mail(
-            subject=f"BenchLoop job {job.pk} {job.status}: {job.model}",
+            # One line whatever an older job's model name holds (send_mail refuses newlines).
+            subject=bounds.one_line(f"BenchLoop job {job.pk} {job.status}: {job.model}"),
             message=_email_text(job),
             from_email=settings.DEFAULT_FROM_EMAIL,
             recipient_list=[job.requested_by.email],

@@ -8,11 +8,11 @@ from django.contrib.syndication.views import Feed
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.feedgenerator import Atom1Feed
 from django.utils.html import escape
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from leaderboard.exports import XmlSafeAtomFeed
 from worker import services
 from worker.forms import JobForm, NotificationForm, QuickPromptForm
 from worker.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
@@ -187,7 +187,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
 class FinishedJobsFeed(Feed):
     """Atom feed of finished lab jobs."""
 
-    feed_type = Atom1Feed
+    feed_type = XmlSafeAtomFeed
     title = "BenchLoop lab: finished jobs"
     link = "/lab/"
     subtitle = "Verified benchmark jobs as they finish."

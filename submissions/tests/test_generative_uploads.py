@@ -25,7 +25,7 @@ import re
 import pytest
 from django.db import transaction
 from django.test import Client
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from leaderboard.tests.factories import add_runs, record
@@ -47,39 +47,83 @@ def _deep(depth: int) -> object:
 
 
 _NASTY_CHARS = "\x00\x01\x07\t\n\r\x0b\x1b\x7f\x85\u2028\u202e\u2066\ufdd0\ufffe\uffff\ud800\udfff"
-HOSTILE = st.one_of(
+BIG_INTS = st.one_of(
+    st.sampled_from([2**15 - 1, 2**15, 40000, 2**31 - 1, 2**31, 2**53 + 1, 2**63, 10**400, -1]),
     st.integers(min_value=2**31 - 2, max_value=2**64),
     st.integers(min_value=-(2**63), max_value=-1),
-    st.sampled_from([10**400, 32767, 32768, 2**31, 0, -0.0, 5e-324, 1e308, 1e999]),
-    st.sampled_from([float("nan"), float("inf"), float("-inf")]),
-    st.text(st.sampled_from(_NASTY_CHARS), min_size=1, max_size=4).map(lambda s: f"qwen{s}:8b"),
-    st.sampled_from(
-        [
-            "x" * 10_000,
-            "<script>alert(1)</script>",
-            '"><img src=x onerror=alert(1)>',
-            '=HYPERLINK("http://evil.example","x")',
-            "line one\nline two",
-            "\u202eevil-model\u202c",
-            "tiny-0b",
-            "../../etc/passwd",
-            "",
-            " ",
-        ]
-    ),
-    st.sampled_from(
-        [
-            "0001-01-01T00:00:00+05:00",
-            "1970-01-01T00:00:00Z",
-            "2019-12-31T23:59:59Z",
-            "2020-01-01T00:00:00+14:00",
-            "9999-12-31T23:59:59Z",
-            "2026-02-30T10:00:00Z",
-        ]
-    ),
-    st.sampled_from([[], {}, True, None, "1", 1.5, [1, "a"], {"k": "v"}]),
-    st.sampled_from([_deep(40), _deep(70)]),
 )
+BAD_FLOATS = st.sampled_from(
+    [float("nan"), float("inf"), float("-inf"), 1e999, 1e308, -1e308, -0.0, 5e-324, -1.5]
+)
+BAD_DATES = st.sampled_from(
+    [
+        "0001-01-01T00:00:00+05:00",
+        "0001-01-01T00:00:00",
+        "1970-01-01T00:00:00Z",
+        "2019-12-31T23:59:59Z",
+        "2020-01-01T00:00:00+14:00",
+        "9999-12-31T23:59:59Z",
+        "2026-02-30T10:00:00Z",
+        "2026-11-30T05:05:15.717806-23:59",
+    ]
+)
+MARKUP = st.sampled_from(
+    [
+        "<script>alert(1)</script>",
+        '"><img src=x onerror=alert(1)>',
+        '=HYPERLINK("http://evil.example","x")',
+        "line one\nline two",
+        "\u202eevil-model\u202c",
+        "tiny-0b",
+        "../../etc/passwd",
+        "",
+        " ",
+    ]
+)
+WRONG_TYPES = st.sampled_from([[], {}, True, None, "1", 1.5, [1, "a"], {"k": "v"}, _deep(40)])
+HOSTILE = st.one_of(
+    BIG_INTS,
+    BAD_FLOATS,
+    MARKUP,
+    BAD_DATES,
+    WRONG_TYPES,
+    st.just(_deep(70)),
+    st.text(st.sampled_from(_NASTY_CHARS), min_size=1, max_size=4).map(lambda s: f"qwen{s}:8b"),
+)
+# Longer than one column or another (20, 40, 60, 80, 100, 120, 150, 200, 255, 300), and huge.
+LENGTHS = [21, 41, 61, 81, 101, 121, 151, 201, 256, 301, 10_000]
+
+
+def hostile_for(value: object, sub: dict | None) -> st.SearchStrategy:
+    """Hostile values shaped like `value` (the fixture's at that place), and at the bounds the
+    schema states for it, besides the hostile values of every kind."""
+    options = []
+    if isinstance(value, bool) or value is None:
+        options.append(WRONG_TYPES)
+    elif isinstance(value, int):
+        options.append(BIG_INTS)
+    elif isinstance(value, float):
+        options += [BAD_FLOATS, BIG_INTS]
+    elif isinstance(value, str):
+        nasty = st.text(st.sampled_from(_NASTY_CHARS), min_size=1, max_size=3)
+        options += [
+            st.tuples(st.integers(0, len(value)), nasty).map(
+                lambda cut: value[: cut[0]] + cut[1] + value[cut[0] :]
+            ),
+            st.sampled_from(LENGTHS).map(lambda n: (value or "x") * (n // max(len(value), 1) + 1)),
+        ]
+        if re.match(r"\d{4}-\d\d-\d\dT", value):
+            options += [BAD_DATES, BAD_DATES]
+    bounds = []
+    for key, past in (("maxLength", 1), ("maximum", 1), ("minimum", -1)):
+        if sub and isinstance(sub.get(key), int | float):
+            limit = sub[key]
+            bounds.append("x" * (limit + past) if key == "maxLength" else limit + past)
+    if bounds:
+        options.append(st.sampled_from(bounds))
+    return st.one_of([*options, HOSTILE])
+
+
 # Printable text, so that schema-drawn values are often stored (and then rendered).
 PLAIN = st.characters(categories=["L", "N", "P", "S", "Zs"])
 
@@ -197,6 +241,29 @@ def _paths(value: object, path: tuple = ()) -> list[tuple]:
     return found
 
 
+def _place(path: tuple) -> tuple:
+    """Where a path is in the schema: list positions and suite names do not count."""
+    return tuple(
+        0 if isinstance(key, int) else "*" if index == 1 and path[0] == "suites" else key
+        for index, key in enumerate(path)
+    )
+
+
+_GONE = object()
+
+
+def _get(document: dict, path: tuple) -> object:
+    node: object = document
+    for key in path:
+        if not isinstance(node, dict | list):
+            return _GONE
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            return _GONE
+    return node
+
+
 def _set(document: dict, path: tuple, value: object) -> None:
     node = document
     for key in path[:-1]:
@@ -209,24 +276,26 @@ def uploads(draw, template: dict) -> tuple[str, str]:
     """(endpoint, body) for one generated upload."""
     schema = upload_schema()
     document = copy.deepcopy(template)
-    # Each top-level field as likely as the next: the suites hold most of the values, and
-    # the names that reach every page (model, machine) would otherwise hardly ever change.
-    by_field: dict[str, list[tuple]] = {}
+    # Each place in the document as likely as the next (the fixture has dozens of tasks and
+    # trials alike, but one timestamp and one model id), and those the schema describes (the
+    # ones stored in columns) three times as likely as free-form metadata.
+    by_place: dict[tuple, list[tuple]] = {}
     for path in _paths(document):
-        by_field.setdefault(path[0], []).append(path)
-    fields = st.sampled_from(sorted(by_field))
-    chosen = st.lists(fields.flatmap(lambda f: st.sampled_from(by_field[f])), max_size=5)
+        by_place.setdefault(_place(path), []).append(path)
+    described = sorted((p for p in by_place if subschema(schema, p) is not None), key=repr)
+    free = sorted((p for p in by_place if subschema(schema, p) is None), key=repr)
+    places = st.one_of(*[st.sampled_from(described)] * 3, st.sampled_from(free))
+    chosen = st.lists(
+        places.flatmap(lambda place: st.sampled_from(by_place[place])), min_size=1, max_size=5
+    )
     for path in draw(chosen):
-        try:
-            node = document
-            for key in path[:-1]:
-                node = node[key]
-            node[path[-1]]  # noqa: B018 (an earlier change may have replaced a parent)
-        except (KeyError, IndexError, TypeError):
+        value = _get(document, path)
+        if value is _GONE:  # an earlier change replaced a parent
             continue
         sub = subschema(schema, path)
-        from_the_schema = from_schema(schema, sub) if sub is not None else HOSTILE
-        _set(document, path, draw(st.one_of(from_the_schema, HOSTILE)))
+        hostile = hostile_for(value, sub)
+        valid = from_schema(schema, sub) if sub is not None else hostile
+        _set(document, path, draw(st.one_of(hostile, valid)))
     absent = sorted(set(schema["properties"]) - set(document))
     for name in draw(st.lists(st.sampled_from(absent), max_size=3, unique=True)):
         document[name] = draw(from_schema(schema, schema["properties"][name]))
@@ -261,6 +330,7 @@ def test_every_generated_upload_is_refused_cleanly_or_renders_everywhere(
     def check(upload: tuple[str, str]) -> None:
         endpoint, body = upload
         body = _unique(body, next(_uploads))
+        note(f"POST {endpoint} {body[:3000]}")  # printed with a failing example
         headers = {"Authorization": f"Bearer {alice_key}"} if endpoint.startswith("/api") else {}
         with transaction.atomic():  # each example on the same starting data
             response = Client().post(

@@ -69,43 +69,70 @@ def integer_range(field: models.Field) -> tuple[int | None, int | None]:
     return connection.ops.integer_field_range(field.get_internal_type())
 
 
-def value_problem(field: models.Field, value: object) -> str:
-    """Why `value` does not fit `field`'s column; "" if it does."""
-    if value is None or value == "":
-        return ""
-    if isinstance(field, models.CharField) and field.max_length is not None:
-        if isinstance(value, str) and len(value) > field.max_length:
-            return f"is longer than {field.max_length} characters"
-    elif isinstance(field, models.IntegerField) and isinstance(value, int):
-        low, high = integer_range(field)
-        if low is not None and value < low:
-            return f"must be at least {low}, got {value}"
-        if high is not None and value > high:
-            return f"must be at most {high}, got {value}"
-    elif isinstance(field, models.DateTimeField):
-        return bounds.moment_problem(value)
-    return ""
+_LENGTH, _INTEGER, _MOMENT = "length", "integer", "moment"
+# A machine's record names its values otherwise than the hardware columns they end up in
+# (after normalisation, which never makes a name longer).
+_HARDWARE_COLUMNS = {
+    "cpu": "cpu_model",
+    "gpu": "gpu_model",
+    "os_name": "os",
+    "gpu_count": "gpu_count",
+}
 
 
 @cache
-def _checked_fields(model: type[models.Model], record_type: type) -> tuple[models.Field, ...]:
-    """The model's columns that a record type carries under the same name."""
-    names = {f.name for f in dataclass_fields(record_type)}
-    kinds = models.CharField | models.IntegerField | models.DateTimeField
-    return tuple(f for f in model._meta.concrete_fields if f.name in names and isinstance(f, kinds))
+def _rules(model: type[models.Model], record_type: type) -> tuple[tuple, ...]:
+    """(record attribute, column name, kind, low, high) for the model's columns that the
+    record type carries: worked out once, since every stored task and trial is checked."""
+    names = {f.name: f.name for f in dataclass_fields(record_type)}
+    if model.__name__ == "Hardware":
+        names = {column: attribute for attribute, column in _HARDWARE_COLUMNS.items()}
+    rules = []
+    for field in model._meta.concrete_fields:
+        attribute = names.get(field.name)
+        if attribute is None:
+            continue
+        if isinstance(field, models.CharField) and field.max_length:
+            rules.append((attribute, field.name, _LENGTH, 0, field.max_length))
+        elif isinstance(field, models.IntegerField):
+            rules.append((attribute, field.name, _INTEGER, *integer_range(field)))
+        elif isinstance(field, models.DateTimeField):
+            rules.append((attribute, field.name, _MOMENT, None, None))
+    return tuple(rules)
 
 
-def _problems(model: type[models.Model], obj: object, prefix: str, sources: dict) -> Iterator:
-    for field in _checked_fields(model, type(obj)):
-        value = getattr(obj, field.name, None)
-        if isinstance(value, str) and field.name in _STORED_AS:
-            value = _STORED_AS[field.name](value)
-        problem = value_problem(field, value)
-        if problem and field.name in sources:
-            # The path names where it was read from: say which value it was.
-            yield sources[field.name], f"the {field.verbose_name} it gives {problem}"
-        elif problem:
-            yield prefix + BUNDLE_PATHS.get(field.name, field.name), problem
+def _problem(kind: str, low: int | None, high: int | None, value: object) -> str:
+    if kind == _LENGTH:
+        return f"is longer than {high} characters" if len(value) > high else ""  # type: ignore[arg-type]
+    if kind == _INTEGER:
+        if low is not None and value < low:  # type: ignore[operator]
+            return f"must be at least {low}, got {value}"
+        if high is not None and value > high:  # type: ignore[operator]
+            return f"must be at most {high}, got {value}"
+        return ""
+    return bounds.moment_problem(value)  # type: ignore[arg-type]
+
+
+def _first_problem(model: type[models.Model], obj: object) -> tuple[str, str] | None:
+    """(column, problem) for the first of obj's values that its column cannot hold."""
+    for attribute, column_name, kind, low, high in _rules(model, type(obj)):
+        value = getattr(obj, attribute)
+        if value is None or value == "":
+            continue
+        if column_name in _STORED_AS:
+            value = _STORED_AS[column_name](value)
+        problem = _problem(kind, low, high, value)
+        if problem:
+            return column_name, problem
+    return None
+
+
+def _path(prefix: str, found: tuple[str, str], sources: dict) -> tuple[str, str]:
+    column_name, problem = found
+    if column_name in sources:
+        # The path names where it was read from: say which value it was.
+        return sources[column_name], f"the {column_name.replace('_', ' ')} it gives {problem}"
+    return prefix + BUNDLE_PATHS.get(column_name, column_name), problem
 
 
 def check_record(record: RunRecord) -> None:
@@ -121,9 +148,9 @@ def record_problems(record: RunRecord) -> Iterator[tuple[str, str]]:
     from submissions.models import Submission
 
     sources = record.sources
-    yield from _problems(Run, record, "", sources)
-    yield from _problems(Stack, record, "", sources)
-    yield from _problems(Submission, record, "", sources)
+    for model in (Run, Stack, Submission):
+        if found := _first_problem(model, record):
+            yield _path("", found, sources)
     params = normalize.parse_model(record.model_id)["params_b"]
     if params is not None and not params > 0:
         # The stack_params_positive constraint: a model has more than no parameters.
@@ -131,33 +158,26 @@ def record_problems(record: RunRecord) -> Iterator[tuple[str, str]]:
             sources.get("model_id") or BUNDLE_PATHS["model_id"],
             f"names a parameter count of {params:g} (as in '-0b'); a model has more than none",
         )
-    if record.hardware is not None:
-        identity = normalize.hardware_identity(
-            cpu=record.hardware.cpu,
-            gpu=record.hardware.gpu,
-            gpu_count=record.hardware.gpu_count,
-            vram_gb=record.hardware.vram_gb,
-            ram_gb=record.hardware.ram_gb,
-            os_name=record.hardware.os_name,
-        )
-        for name, value in identity.items():
-            problem = value_problem(Hardware._meta.get_field(name), value)
-            if problem:
-                yield BUNDLE_PATHS.get(name, f"machine.{name}"), problem
+    if record.hardware is not None and (found := _first_problem(Hardware, record.hardware)):
+        yield _path("", found, {})
     yield from _duplicates([s.suite for s in record.suites], "suites", "suite")
     for suite in record.suites:
         where = f"suites.{suite.suite}"
         if suite.pass_count > suite.task_count:  # suiteresult_pass_le_tasks
             yield f"{where}.pass_count", f"{suite.pass_count} passes out of {suite.task_count}"
-        yield from _problems(SuiteResult, suite, f"{where}.", {})
+        if found := _first_problem(SuiteResult, suite):
+            yield _path(f"{where}.", found, {})
         yield from _duplicates([t.task_id for t in suite.tasks], f"{where}.tasks", "task id")
         for t_index, task in enumerate(suite.tasks):
-            task_where = f"{where}.tasks[{t_index}]"
-            yield from _problems(TaskResult, task, f"{task_where}.", {})
-            trials = f"{task_where}.metadata.trials"
+            if found := _first_problem(TaskResult, task):
+                yield _path(f"{where}.tasks[{t_index}].", found, {})
+            if not task.samples:
+                continue
+            trials = f"{where}.tasks[{t_index}].metadata.trials"
             yield from _duplicates([s.trial_index for s in task.samples], trials, "trial index")
             for s_index, sample in enumerate(task.samples):
-                yield from _problems(SpeedSample, sample, f"{trials}[{s_index}].", {})
+                if found := _first_problem(SpeedSample, sample):
+                    yield _path(f"{trials}[{s_index}].", found, {})
 
 
 def _duplicates(values: Iterable, path: str, what: str) -> Iterator[tuple[str, str]]:

@@ -36,7 +36,8 @@ def load_json(text: str, *, position: str) -> object:
         # NUL and lone surrogates can only come from \u escapes: without one, strings are fine.
         problem, path = bounds.json_problem(document, escapes="\\u" in text)
         if problem:
-            raise Unstorable(path, problem)
+            # A JSONL line's position ("line 3") says which document the path is in.
+            raise Unstorable(path if "{" in position else f"{position}: {path}", problem)
     return document
 
 

@@ -3,6 +3,10 @@ bad jobs, and an endpoint's or host's words stored whatever they hold (runs.boun
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from django.test import Client
 from django.utils import timezone
@@ -10,7 +14,8 @@ from django.utils import timezone
 from submissions.tests.conftest import post_json
 from submissions.tests.surfaces import assert_renders
 from worker import services
-from worker.models import BenchmarkJob, JobEvent, WorkerHost
+from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
+from worker.quick import answer_prompt
 
 pytestmark = pytest.mark.django_db
 JOB = {"model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080/v1", "pool": "cpu"}
@@ -118,3 +123,41 @@ def test_a_lab_host_name_that_cannot_be_one_is_refused_at_registration(name) -> 
     with pytest.raises(ValueError, match="lab host name"):
         services.register_host(name=name, pools=["cpu"], hardware_info={})
     assert not WorkerHost.objects.exists()
+
+
+class _Endpoint:
+    """An OpenAI-compatible endpoint whose streamed reply holds a NUL (a real server cannot be
+    made to say one on demand)."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                delta = {"choices": [{"delta": {"content": "hi\u0000there"}}]}
+                self.wfile.write(f"data: {json.dumps(delta)}\n\ndata: [DONE]\n\n".encode())
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_quick_prompts_reply_is_stored_whatever_the_model_says(monkeypatch, operator) -> None:
+    endpoint = _Endpoint()
+    try:
+        host = WorkerHost.objects.create(name="h", approved_at=timezone.now())
+        monkeypatch.setenv("BENCHLOOP_LAB_HOST", "h")
+        quick = services.request_quick_prompt(
+            host=host, user=operator, server_url=endpoint.url, model="m", prompt="hello"
+        )
+        assert answer_prompt(quick.pk) == "done"
+    finally:
+        endpoint.server.shutdown()
+        endpoint.server.server_close()
+    quick.refresh_from_db()
+    assert quick.status == QuickPrompt.Status.DONE and quick.reply == "hi\ufffdthere"

@@ -19,7 +19,7 @@ from django.apps import apps
 from django.db import connection, models
 
 from runs import bounds, normalize
-from runs.importers.records import FormatError, RunRecord
+from runs.importers.records import FormatError, HardwareRecord, RunRecord
 from runs.importers.schemacheck import compile_schema
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "upload-1.schema.json"
@@ -84,9 +84,8 @@ _HARDWARE_COLUMNS = {
 def _rules(model: type[models.Model], record_type: type) -> tuple[tuple, ...]:
     """(record attribute, column name, kind, low, high) for the model's columns that the
     record type carries: worked out once, since every stored task and trial is checked."""
-    names = {f.name: f.name for f in dataclass_fields(record_type)}
-    if model.__name__ == "Hardware":
-        names = {column: attribute for attribute, column in _HARDWARE_COLUMNS.items()}
+    renamed = _HARDWARE_COLUMNS if record_type is HardwareRecord else {}
+    names = {renamed.get(f.name, f.name): f.name for f in dataclass_fields(record_type)}
     rules = []
     for field in model._meta.concrete_fields:
         attribute = names.get(field.name)
@@ -233,6 +232,7 @@ def _resolve_columns(node: object) -> None:
         _resolve_columns(value)
 
 
+@cache
 def upload_schema_bytes() -> bytes:
     return json.dumps(upload_schema(), indent=1).encode()
 

@@ -27,10 +27,6 @@ STALE_AFTER = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
 UNSENT_GRACE = timedelta(seconds=10)
 
 
-def _length(model, name: str) -> int:
-    return limits.max_length(model, name)
-
-
 def queue_job(*, requested_by: User, **fields) -> BenchmarkJob:
     """Validate and store a job; it is sent to its pool's queue once the transaction commits."""
     job = BenchmarkJob(requested_by=requested_by, **fields)
@@ -164,7 +160,9 @@ def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
 
     Events carry an endpoint's words (its errors, its model names): what no database can store
     is replaced rather than refused, since losing the event would lose the job's story."""
-    kind = bounds.storable_text(str(event.get("type", "log")))[: _length(JobEvent, "kind")]
+    kind = bounds.storable_text(str(event.get("type", "log")))[
+        : limits.max_length(JobEvent, "kind")
+    ]
     payload = bounds.storable_json({k: v for k, v in event.items() if k not in ("type", "path")})
     try:
         with transaction.atomic():
@@ -179,11 +177,11 @@ def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
         progress["completed_tasks"] = 0
     elif kind == "suite_started":
         progress["current_suite"] = str(payload.get("suite", ""))[
-            : _length(BenchmarkJob, "current_suite")
+            : limits.max_length(BenchmarkJob, "current_suite")
         ]
     elif kind == "task_started":
         progress["current_task"] = str(payload.get("task_id", ""))[
-            : _length(BenchmarkJob, "current_task")
+            : limits.max_length(BenchmarkJob, "current_task")
         ]
     elif kind == "task_completed":
         progress["completed_tasks"] = int(payload.get("completed_tasks") or 0)
@@ -320,15 +318,17 @@ def register_host(*, name: str, pools: list[str], hardware_info: dict) -> Worker
     from runs.models import Hardware
 
     problem = bounds.text_problem(name) or (
-        "is too long" if len(name) > _length(WorkerHost, "name") else ""
+        "is too long" if len(name) > limits.max_length(WorkerHost, "name") else ""
     )
     if not name or problem:
         raise ValueError(f"lab host name {name[:100]!r} {problem or 'is empty'}")
     hardware_info = bounds.storable_json(hardware_info)
     gpus = hardware_info.get("gpus") or []
     hardware = Hardware.for_identity(
-        cpu=str(hardware_info.get("cpu_model", ""))[: _length(Hardware, "cpu_model")],
-        gpu=(str(gpus[0].get("name", ""))[: _length(Hardware, "gpu_model")] if gpus else ""),
+        cpu=str(hardware_info.get("cpu_model", ""))[: limits.max_length(Hardware, "cpu_model")],
+        gpu=(
+            str(gpus[0].get("name", ""))[: limits.max_length(Hardware, "gpu_model")] if gpus else ""
+        ),
         gpu_count=len(gpus),
         vram_gb=(gpus[0].get("vram_gb") if gpus else None),
         ram_gb=hardware_info.get("ram_gb"),

@@ -96,6 +96,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "leaderboard.middleware.ChunkedBodyMiddleware",
     "leaderboard.middleware.RejectNulMiddleware",
     "benchloop_site.middleware.ServiceUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -316,6 +317,8 @@ CONTENT_SECURITY_POLICY = (
     "form-action 'self'; object-src 'none'"
 )
 SESSION_COOKIE_HTTPONLY = True
+# Database sessions that treat a cookie Django never issued (a NUL in it) as no session.
+SESSION_ENGINE = "submissions.sessions"
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     # Behind a TLS-terminating proxy (docker-compose puts one in front), trust its header.

@@ -1,9 +1,24 @@
 from __future__ import annotations
 
-from django.urls import path, re_path
+from django.urls import path, re_path, register_converter
 
 from leaderboard.views import board, compare, images, pages
 
+
+class StoredTextConverter:
+    """Any stored name, slashes and line breaks included: <path:> stops at a newline, so a row
+    holding one (stored before the input rules) made every link to it a NoReverseMatch 500."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(StoredTextConverter, "text")
 app_name = "leaderboard"
 
 urlpatterns = [
@@ -19,12 +34,12 @@ urlpatterns = [
     path("runs/<int:pk>/share.png", images.run_image, name="run_image"),
     path("compare/", compare.compare, name="compare"),
     path("compare/share.png", images.compare_image, name="compare_image"),
-    path("models/<path:model_id>/", pages.model_detail, name="model"),
+    path("models/<text:model_id>/", pages.model_detail, name="model"),
     path("hardware/<int:pk>/", pages.hardware_detail, name="hardware"),
     # Imported authors and accounts have separate pages, so one can never merge into the
     # other (a username has no "/", so it never reaches the first pattern).
     path(
-        "submitters/imported/<path:name>/",
+        "submitters/imported/<text:name>/",
         pages.imported_submitter_detail,
         name="imported_submitter",
     ),

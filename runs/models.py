@@ -118,7 +118,8 @@ class Stack(models.Model):
         parsed = normalize.parse_model(fields["model_id"])
         defaults = {
             "model_id": parsed["model_id"],
-            "model_family": parsed["family"],
+            # A guess from the id; one that does not fit its column is cut, not an error.
+            "model_family": parsed["family"][: cls._meta.get_field("model_family").max_length],
             "params_b": parsed["params_b"],
             "param_bucket": normalize.param_bucket(parsed["params_b"]),
             "quantization": normalize.normalise_quant(fields["quantization"]),

@@ -10,7 +10,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from leaderboard import cache as board_cache
-from runs import bulk, normalize
+from runs import bulk, limits, normalize
 from runs.importers.records import RunRecord
 from runs.models import (
     SPEED_METRICS,
@@ -63,10 +63,12 @@ def import_records(
     refresh_stats: bool = True,
 ) -> ImportResult:
     """Store every record not already present, atomically; refresh the stacks they touch
-    (unless the caller refreshes them itself, once for many files)."""
+    (unless the caller refreshes them itself, once for many files). A record that a column
+    cannot hold raises FormatError (runs.limits) and nothing is stored."""
     result = ImportResult()
     with transaction.atomic():
         for record in records:
+            limits.check_record(record)
             key = fingerprint(record)
             if Run.objects.filter(fingerprint=key).exists():
                 result.skipped.append(record.client_run_id or key[:12])
@@ -110,6 +112,7 @@ def import_batch(
 ) -> list[ImportResult]:
     """Many files' records with one INSERT per table; the same outcome as import_records on
     each file in turn (present or repeated runs are skipped), without refreshing stacks.
+    Every record must have passed runs.limits (import_results rejects a file that does not).
 
     All of it is one savepoint. Should a concurrent importer insert one of these runs first,
     the savepoint is undone and the files go through import_records one at a time.

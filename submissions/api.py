@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from django.conf import settings
@@ -21,8 +20,9 @@ from benchloop_site.links import absolute_url
 from benchloop_site.middleware import NOTHING_SAVED, unavailable_response
 from benchloop_site.throttling import AnonThrottle, UserThrottle
 from runs.importers import FormatError, UnsupportedVersion
-from runs.importers.records import load_json
-from runs.importers.upgrade import SCHEMA_PATH, check_versions, schema_errors, upgrade
+from runs.importers.records import Unstorable, load_json
+from runs.importers.upgrade import check_versions, upgrade
+from runs.limits import schema_errors, upload_schema_bytes
 from runs.models import Run
 from submissions import keys
 from submissions.errors import ApiError
@@ -38,7 +38,6 @@ from submissions.services import (
     submit_run,
 )
 
-MAX_JSON_DEPTH = 64
 DEVICE_CODE_LIFETIME_SECONDS = int(DEVICE_CODE_LIFETIME.total_seconds())
 
 
@@ -78,14 +77,17 @@ def read_json_body(request: Request) -> dict:
     if content_type not in ("application/json", ""):
         raise ApiError(415, "unsupported_media_type", "Send the run as application/json.")
     try:
-        # The importers' strict reader: NaN and Infinity are refused, positions are reported.
+        # The importers' strict reader: NaN and Infinity are refused, positions are reported,
+        # and what no database can store (NUL, lone surrogates, 1e999, deep nesting) is named.
         data = load_json(raw.decode("utf-8"), position="line {line} column {column}")
     except UnicodeDecodeError:
         raise ApiError(400, "malformed_json", "The body is not UTF-8.") from None
+    except Unstorable as exc:
+        raise ApiError(
+            400, "invalid", exc.message, [{"path": exc.position, "message": exc.message}]
+        ) from None
     except FormatError as exc:
         raise ApiError(400, "malformed_json", f"The body is not valid JSON: {exc}.") from None
-    except RecursionError:
-        raise ApiError(400, "malformed_json", "The body nests too deeply to parse.") from None
     if not isinstance(data, dict):
         raise ApiError(
             400,
@@ -93,71 +95,7 @@ def read_json_body(request: Request) -> dict:
             "The body must be a JSON object.",
             [{"path": "(body)", "message": "expected an object"}],
         )
-    # NUL and lone surrogates can only come from \u escapes: without one, strings are fine.
-    if not _storable(data, check_text=b"\\u" in raw):
-        problem, path = _unsafe_value(data)
-        raise ApiError(400, "invalid", problem, [{"path": path, "message": problem}])
     return data
-
-
-def _storable(value: dict | list, *, check_text: bool, level: int = 0) -> bool:
-    """Whether _unsafe_value finds nothing, answered without building any path: this runs on
-    every upload, the slow walk only on the rare one that fails."""
-    if level >= MAX_JSON_DEPTH and value:
-        return False  # its children would be deeper than the limit
-    if isinstance(value, dict):
-        if check_text and not all(_is_text(key) for key in value):
-            return False
-        children = value.values()
-    else:
-        children = value
-    for child in children:
-        if isinstance(child, dict | list):
-            if not _storable(child, check_text=check_text, level=level + 1):
-                return False
-        elif isinstance(child, float):
-            if not math.isfinite(child):
-                return False
-        elif check_text and isinstance(child, str) and not _is_text(child):
-            return False
-    return True
-
-
-def _unsafe_value(value: object, path: str = "", level: int = 0) -> tuple[str, str]:
-    """(problem, path) for what no database or page can hold: nesting too deep, a number JSON
-    cannot hold (1e999 parses as infinity), a NUL or an unpaired surrogate; else ("", "")."""
-    where = path or "(body)"
-    if level > MAX_JSON_DEPTH:
-        return f"The body nests deeper than {MAX_JSON_DEPTH} levels.", where
-    if isinstance(value, float) and not math.isfinite(value):
-        return "The body contains a number too large to represent.", where
-    if isinstance(value, str) and not _is_text(value):
-        # NUL and lone surrogates (JSON's \u0000 and \ud800 escapes) are not storable text.
-        return "string contains a NUL character or an unpaired surrogate", where
-    if isinstance(value, dict):
-        for key, child in value.items():
-            if not _is_text(key):
-                return "key contains a NUL character or an unpaired surrogate", where
-            problem = _unsafe_value(child, f"{path}.{key}" if path else key, level + 1)
-            if problem[0]:
-                return problem
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            problem = _unsafe_value(child, f"{path}[{index}]", level + 1)
-            if problem[0]:
-                return problem
-    return "", ""
-
-
-def _is_text(value: str) -> bool:
-    """Storable in Postgres (text and jsonb) and encodable as UTF-8."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def validate_upload(data: dict) -> tuple[dict, str, str]:
@@ -456,6 +394,6 @@ class UploadSchemaView(APIView):
 
     @extend_schema(responses={200: OpenApiResponse(description="JSON Schema, draft 2020-12")})
     def get(self, request: Request) -> HttpResponse:
-        response = HttpResponse(SCHEMA_PATH.read_bytes(), content_type="application/schema+json")
+        response = HttpResponse(upload_schema_bytes(), content_type="application/schema+json")
         response["Cache-Control"] = "public, max-age=3600"
         return response

@@ -75,15 +75,20 @@ def api_exception_handler(exc, context):
 def _flatten(detail, path: str = "") -> list[dict]:
     if isinstance(detail, dict):
         return [
-            item
-            for key, value in detail.items()
-            for item in _flatten(value, f"{path}.{key}" if path else str(key))
+            item for key, value in detail.items() for item in _flatten(value, _child(path, key))
         ]
     if isinstance(detail, list):
         if all(not isinstance(v, dict | list) for v in detail):
             return [{"path": path or "(body)", "message": str(v)} for v in detail]
         return [item for i, value in enumerate(detail) for item in _flatten(value, f"{path}[{i}]")]
     return [{"path": path or "(body)", "message": str(detail)}]
+
+
+def _child(path: str, key: object) -> str:
+    # DRF reports a list's bad items under their index: name them as the upload errors do.
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
 
 
 def json_error(status_code: int, code: str, message: str, **headers: str) -> JsonResponse:

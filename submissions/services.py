@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from benchloop_site.links import absolute_url
 from leaderboard import cache as board_cache
-from runs import normalize
+from runs import bounds, limits, normalize
 from runs.importers import parse_run_payload
 from runs.importers.records import RunRecord
 from runs.models import Run
@@ -112,6 +112,7 @@ def submit_run(
     account already owns the run.
     """
     record = parse_run_payload(payload, upgraded=upgraded)
+    limits.check_record(record)
     record.raw_payload = scrub_payload(payload)
     digest = content_hash(payload)
     if not record.client_run_id:
@@ -132,13 +133,25 @@ def submit_run(
                 run_key=run_key,
                 is_verified=is_verified,
             )
-    except IntegrityError:
-        # A concurrent identical upload won the race; answer as for a repeat.
-        existing = _existing(record, submitter, digest, run_key)
-        if existing:
-            return existing
-        raise SubmissionConflict("This run was already submitted by another account.") from None
+    except IntegrityError as exc:
+        # Only a unique constraint can be a race: a concurrent identical upload won it, and the
+        # repeat lookup now finds that upload (or raises SubmissionConflict for another
+        # account's). Anything else (a check constraint, or a unique one that no repeat
+        # explains) is a bug in the validation above, never "someone else's run".
+        if _is_unique_violation(exc):
+            existing = _existing(record, submitter, digest, run_key)
+            if existing:
+                return existing
+        raise
     return UploadOutcome(submission=submission, created=True)
+
+
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    cause = exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None)  # psycopg
+    if sqlstate is not None:
+        return sqlstate == "23505"
+    return str(cause or exc).startswith("UNIQUE constraint failed")  # sqlite3
 
 
 # Which earlier submission an upload repeats, in order of precedence.
@@ -322,7 +335,10 @@ def moderate_submission(
 def _notify_decision(submission: Submission) -> None:
     run = submission.run
     send_mail(
-        subject=f"BenchLoop: your run of {run.stack.model_id} is {submission.status}",
+        # One line whatever the stored id holds: a newline would make send_mail refuse it.
+        subject=bounds.one_line(
+            f"BenchLoop: your run of {run.stack.model_id} is {submission.status}"
+        ),
         message=(
             f"Your run {submission.client_run_id} of {run.stack.label} is now "
             f"{submission.status}.\n\nModerator's note: {submission.moderation_note or '—'}\n\n"

@@ -12,11 +12,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchloop_site.throttling import AnonThrottle, UserThrottle
+from runs import bounds, limits
+from runs.models import SuiteResult, TaskResult
 from submissions.errors import ApiError
 from submissions.permissions import scope_required
 from worker import services
 from worker.engine.harnesses import HARNESSES
 from worker.engine.redact import redact_text
+from worker.forms import JobForm
 from worker.models import BenchmarkJob
 
 
@@ -82,31 +85,43 @@ class JobOutput(serializers.ModelSerializer):
         return f"/runs/{job.run_id}/" if job.run_id else None
 
 
-class JobInput(serializers.Serializer):
-    target = serializers.ChoiceField(choices=BenchmarkJob.Target.choices, default="endpoint")
-    model = serializers.CharField(max_length=300)
-    endpoint_url = serializers.URLField(required=False, allow_blank=True, max_length=500)
+def _one_line(value: str) -> str:
+    problem = bounds.text_problem(value)
+    if problem:
+        raise serializers.ValidationError(f"This value {problem}.")
+    return value
+
+
+def _names(max_length: int, count: int) -> serializers.ListField:
+    child = serializers.CharField(max_length=max_length, validators=[_one_line])
+    return serializers.ListField(child=child, required=False, max_length=count, default=list)
+
+
+class JobInput(serializers.ModelSerializer):
+    """The job's fields as the model defines them (lengths, ranges, the pool and key-name
+    patterns), narrowed where the API offers fewer choices than the column holds."""
+
+    endpoint_url = serializers.URLField(
+        required=False, allow_blank=True, max_length=limits.max_length(BenchmarkJob, "endpoint_url")
+    )
     provider = serializers.ChoiceField(choices=["auto", "openai", "ollama"], default="auto")
-    api_key_ref = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    binary = serializers.CharField(required=False, max_length=300, default="llama-server")
-    model_path = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    launch_flags = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, max_length=50, default=list
-    )
-    context_length = serializers.IntegerField(required=False, min_value=256, max_value=10_000_000)
-    threads = serializers.IntegerField(required=False, min_value=1, max_value=512)
+    launch_flags = _names(200, 50)
     profile = serializers.ChoiceField(choices=["smoke", "core", "full", ""], default="smoke")
-    suites = serializers.ListField(
-        child=serializers.CharField(max_length=40), required=False, max_length=20, default=list
-    )
-    tasks = serializers.ListField(
-        child=serializers.CharField(max_length=120), required=False, max_length=100, default=list
-    )
-    trials = serializers.IntegerField(min_value=1, max_value=50, default=3)
+    suites = _names(limits.max_length(SuiteResult, "suite"), 20)
+    tasks = _names(limits.max_length(TaskResult, "task_id"), 100)
     harness = serializers.ChoiceField(choices=list(HARNESSES), default="raw")
-    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=32768)
-    pool = serializers.CharField(max_length=64, default="cpu")
-    priority = serializers.IntegerField(min_value=0, max_value=9, default=5)
+
+    class Meta:
+        model = BenchmarkJob
+        # The form's fields, and the lists that the form takes as text.
+        fields = [*JobForm.Meta.fields, "launch_flags", "suites", "tasks"]
+        extra_kwargs = {
+            "context_length": {"min_value": 256, "max_value": 10_000_000},
+            "threads": {"min_value": 1, "max_value": 512},
+            "trials": {"min_value": 1, "max_value": 50},
+            "max_tokens": {"min_value": 1, "max_value": 32768},
+            "priority": {"min_value": 0, "max_value": 9},
+        }
 
 
 class JobQueueView(APIView):

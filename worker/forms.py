@@ -77,11 +77,7 @@ class JobForm(forms.ModelForm):
         self.instance.suites = [
             s.strip() for s in (data.get("suites_text") or "").split(",") if s.strip()
         ]
-        target = data.get("target")
-        if target == BenchmarkJob.Target.ENDPOINT and not data.get("endpoint_url"):
-            self.add_error("endpoint_url", "An endpoint job needs a URL the worker can reach.")
-        if target == BenchmarkJob.Target.MANAGED and not data.get("model_path"):
-            self.add_error("model_path", "A managed job needs the model file's path on the host.")
+        # Whether the target has its URL or model path is BenchmarkJob.clean's to say.
         return data
 
 

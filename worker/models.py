@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -174,6 +175,23 @@ class BenchmarkJob(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.pk}: {self.model} ({self.status})"
+
+    def clean(self) -> None:
+        """What the fields cannot say, as errors on the fields to fix (the form and the API
+        both come through here): the target's own field, and one-line names."""
+        from runs import bounds
+
+        errors: dict[str, str] = {}
+        if self.target == self.Target.ENDPOINT and not self.endpoint_url:
+            errors["endpoint_url"] = "An endpoint job needs a URL the worker can reach."
+        if self.target == self.Target.MANAGED and not self.model_path:
+            errors["model_path"] = "A managed job needs the model file's path on the host."
+        for name in ("model", "endpoint_url", "binary", "model_path"):
+            problem = bounds.text_problem(getattr(self, name) or "")
+            if problem:
+                errors.setdefault(name, f"The {name.replace('_', ' ')} {problem}.")
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def is_final(self) -> bool:

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchloop_site.links import absolute_url
+from runs import bounds
 from worker.engine.redact import redact_text
 from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 
@@ -87,7 +88,10 @@ def notify_finished(job_id: int) -> None:
     prefs, _ = NotificationSettings.objects.get_or_create(user=job.requested_by)
     if prefs.email_on_finish and job.requested_by.email:
         send_mail(
-            subject=f"BenchLoop job {job.pk} {job.status}: {redact_text(job.model)}",
+            # One line whatever an older job's model name holds (send_mail refuses newlines).
+            subject=bounds.one_line(
+                f"BenchLoop job {job.pk} {job.status}: {redact_text(job.model)}"
+            ),
             message=_email_text(job),
             from_email=settings.DEFAULT_FROM_EMAIL,
             recipient_list=[job.requested_by.email],

@@ -6,6 +6,7 @@ import time
 
 from django.utils import timezone
 
+from runs import bounds
 from worker.models import QuickPrompt
 
 PROGRESS_EVERY_SECONDS = 0.3
@@ -56,12 +57,15 @@ def answer_prompt(prompt_id: int) -> str:
         metrics = request_metrics(response)
     except EngineError as exc:
         QuickPrompt.objects.filter(pk=prompt_id).update(
-            status=QuickPrompt.Status.FAILED, error=exc.message, finished_at=timezone.now()
+            status=QuickPrompt.Status.FAILED,
+            error=bounds.storable_text(exc.message),
+            finished_at=timezone.now(),
         )
         return f"failed: {exc.message}"
     QuickPrompt.objects.filter(pk=prompt_id).update(
         status=QuickPrompt.Status.DONE,
-        reply=response.content,
+        # The model's own words: a NUL in them must not leave the prompt streaming forever.
+        reply=bounds.storable_text(response.content),
         finished_at=timezone.now(),
         ttft_ms=metrics.get("ttft_ms"),
         decode_tps=metrics.get("decode_tps"),

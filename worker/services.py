@@ -14,6 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from runs import bounds, limits
 from submissions.models import Channel
 from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
 
@@ -155,9 +156,14 @@ def update_live_progress(*, job_id: int, attempt: int, event: dict) -> None:
 
 
 def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
-    """Store one engine event (idempotent on its sequence number) and update the progress."""
-    kind = str(event.get("type", "log"))[:30]
-    payload = {k: v for k, v in event.items() if k not in ("type", "path")}
+    """Store one engine event (idempotent on its sequence number) and update the progress.
+
+    Events carry an endpoint's words (its errors, its model names): what no database can store
+    is replaced rather than refused, since losing the event would lose the job's story."""
+    kind = bounds.storable_text(str(event.get("type", "log")))[
+        : limits.max_length(JobEvent, "kind")
+    ]
+    payload = bounds.storable_json({k: v for k, v in event.items() if k not in ("type", "path")})
     try:
         with transaction.atomic():
             JobEvent.objects.create(
@@ -170,9 +176,13 @@ def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
         progress["total_tasks"] = int(payload.get("total_tasks") or 0)
         progress["completed_tasks"] = 0
     elif kind == "suite_started":
-        progress["current_suite"] = str(payload.get("suite", ""))[:40]
+        progress["current_suite"] = str(payload.get("suite", ""))[
+            : limits.max_length(BenchmarkJob, "current_suite")
+        ]
     elif kind == "task_started":
-        progress["current_task"] = str(payload.get("task_id", ""))[:120]
+        progress["current_task"] = str(payload.get("task_id", ""))[
+            : limits.max_length(BenchmarkJob, "current_task")
+        ]
     elif kind == "task_completed":
         progress["completed_tasks"] = int(payload.get("completed_tasks") or 0)
         if payload.get("decode_tps"):
@@ -216,7 +226,7 @@ def fail_job(*, job_id: int, attempt: int, error: str, cancelled: bool = False) 
     status = Status.CANCELLED if cancelled else Status.FAILED
     with _follow_ups_may_be_lost(job_id), transaction.atomic():
         _still_ours(job_id, attempt).update(
-            status=status, finished_at=timezone.now(), error=error[:5000]
+            status=status, finished_at=timezone.now(), error=bounds.storable_text(error)[:5000]
         )
         _release_host(job_id)
         job = BenchmarkJob.objects.get(pk=job_id)
@@ -245,7 +255,7 @@ def requeue_job(*, job_id: int, attempt: int, error: str) -> bool:
     """Give a transiently failed attempt back to the queue (the retry will claim it anew)."""
     return bool(
         _still_ours(job_id, attempt).update(
-            status=Status.QUEUED, error=error[:5000], heartbeat_at=None
+            status=Status.QUEUED, error=bounds.storable_text(error)[:5000], heartbeat_at=None
         )
     )
 
@@ -303,13 +313,22 @@ def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:
 
 
 def register_host(*, name: str, pools: list[str], hardware_info: dict) -> WorkerHost:
-    """Create or update a host's record; approval stays an admin's decision."""
+    """Create or update a host's record; approval stays an admin's decision. A name that
+    cannot be a host's (BENCHLOOP_LAB_HOST) raises ValueError before anything is stored."""
     from runs.models import Hardware
 
+    problem = bounds.text_problem(name) or (
+        "is too long" if len(name) > limits.max_length(WorkerHost, "name") else ""
+    )
+    if not name or problem:
+        raise ValueError(f"lab host name {name[:100]!r} {problem or 'is empty'}")
+    hardware_info = bounds.storable_json(hardware_info)
     gpus = hardware_info.get("gpus") or []
     hardware = Hardware.for_identity(
-        cpu=hardware_info.get("cpu_model", ""),
-        gpu=(gpus[0].get("name", "") if gpus else ""),
+        cpu=str(hardware_info.get("cpu_model", ""))[: limits.max_length(Hardware, "cpu_model")],
+        gpu=(
+            str(gpus[0].get("name", ""))[: limits.max_length(Hardware, "gpu_model")] if gpus else ""
+        ),
         gpu_count=len(gpus),
         vram_gb=(gpus[0].get("vram_gb") if gpus else None),
         ram_gb=hardware_info.get("ram_gb"),
@@ -330,7 +349,8 @@ def register_host(*, name: str, pools: list[str], hardware_info: dict) -> Worker
 def host_heartbeat(*, name: str, inventory: list | None = None) -> WorkerHost | None:
     fields: dict = {"last_heartbeat_at": timezone.now()}
     if inventory is not None:
-        fields["inventory"] = inventory
+        # The model names and errors are the endpoints' own words.
+        fields["inventory"] = bounds.storable_json(inventory)
     WorkerHost.objects.filter(name=name).update(**fields)
     return WorkerHost.objects.filter(name=name).first()
 

@@ -12,13 +12,13 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.feedgenerator import Atom1Feed
 from django.utils.html import escape
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from benchloop_site.conditional import revalidated
 from benchloop_site.formlimits import limit_posts
+from leaderboard.exports import XmlSafeAtomFeed
 from worker import services
 from worker.engine.redact import redact_text
 from worker.forms import JobForm, NotificationForm, QuickPromptForm
@@ -198,7 +198,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
 class FinishedJobsFeed(Feed):
     """Atom feed of finished lab jobs."""
 
-    feed_type = Atom1Feed
+    feed_type = XmlSafeAtomFeed
     title = "BenchLoop lab: finished jobs"
     link = "/lab/"
     subtitle = "Verified benchmark jobs as they finish."

@@ -12,7 +12,6 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.feedgenerator import Atom1Feed
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST, require_safe
@@ -235,7 +234,7 @@ def feed(request: HttpRequest) -> HttpResponse:
     board_link = (
         base + reverse("leaderboard:leaderboard") + (f"?{query.urlencode()}" if query else "")
     )
-    atom = Atom1Feed(
+    atom = exports.XmlSafeAtomFeed(
         title=title,
         link=board_link,
         description="Newly approved BenchLoop results matching a leaderboard view.",

@@ -22,7 +22,7 @@ def parse_leaderboard_v2(node: Node) -> list[RunRecord]:
     """leaderboard.json: summary rows of v2-scored runs, one per `runs[]` item."""
     records = []
     for row in node.get("runs").list():
-        machine = row.get("machine", required=False).str(max_length=200)
+        machine = row.get("machine", required=False).str()
         suites = []
         for name, suite in row.get("suites", required=False).items() if row.has("suites") else []:
             counts = {}
@@ -41,11 +41,9 @@ def parse_leaderboard_v2(node: Node) -> list[RunRecord]:
                 started_at=row.get("timestamp").timestamp(),
                 model_id=_required_name(row.get("model")),
                 score_scale="v2",
-                client_run_id=row.get("id").str(max_length=200),
-                provider=row.get("provider", required=False).str(max_length=40),
-                engine=normalize.engine_from_provider(
-                    row.get("provider", required=False).str(max_length=40)
-                ),
+                client_run_id=row.get("id").str(),
+                provider=row.get("provider", required=False).str(),
+                engine=normalize.engine_from_provider(row.get("provider", required=False).str()),
                 quantization=normalize.parse_model(row.get("model").str())["quantization"],
                 harness=row.get("harness", required=False).str(default="raw") or "raw",
                 hardware=_hardware_from_label(machine),
@@ -63,7 +61,7 @@ def parse_leaderboard_v2(node: Node) -> list[RunRecord]:
 
 
 def _required_name(node: Node) -> str:
-    text = node.str(max_length=300)
+    text = node.str()
     if not text.strip():
         raise node.fail("is empty")
     return text
@@ -97,22 +95,22 @@ def parse_leaderboard_v1(node: Node) -> list[RunRecord]:
             value = entry.get(key, required=False)
             if value.value is not None:
                 launch[key] = value.obj()
-        kv_k = entry.get("kv_cache_type_k", required=False).str(max_length=20)
-        kv_v = entry.get("kv_cache_type_v", required=False).str(max_length=20)
+        kv_k = entry.get("kv_cache_type_k", required=False).str()
+        kv_v = entry.get("kv_cache_type_v", required=False).str()
         draft_name = ""
         if draft.value is not None:
-            draft_name = draft.get("name").str(max_length=200)
+            draft_name = draft.get("name").str()
             if draft.get("quant", required=False).str():
-                draft_name = f"{draft_name}:{draft.get('quant').str(max_length=20)}"
+                draft_name = f"{draft_name}:{draft.get('quant').str()}"
         submitter = entry.get("submitter", required=False)
         records.append(
             RunRecord(
                 source_format="leaderboard-v1",
                 started_at=entry.get("submitted_at").timestamp(),
                 model_id=_required_name(model.get("name")),
-                quantization=model.get("quant", required=False).str(max_length=40),
+                quantization=model.get("quant", required=False).str(),
                 score_scale="speed",
-                client_run_id=entry.get("stack_id").str(max_length=200),
+                client_run_id=entry.get("stack_id").str(),
                 engine=normalize.engine_from_provider(
                     runtime.get("name", required=False).str(default="llama-server")
                     if runtime.value is not None
@@ -125,11 +123,11 @@ def parse_leaderboard_v1(node: Node) -> list[RunRecord]:
                 draft_model=draft_name,
                 launch_settings=launch,
                 hardware=HardwareRecord(
-                    gpu=hardware.get("gpu", required=False).str(max_length=200),
+                    gpu=hardware.get("gpu", required=False).str(),
                     vram_gb=hardware.get("vram_gb", required=False).num(minimum=0),
-                    cpu=hardware.get("cpu", required=False).str(max_length=200),
+                    cpu=hardware.get("cpu", required=False).str(),
                     ram_gb=hardware.get("ram_gb", required=False).num(minimum=0),
-                    os_name=hardware.get("os", required=False).str(max_length=40),
+                    os_name=hardware.get("os", required=False).str(),
                 )
                 if hardware.value is not None
                 else None,
@@ -141,7 +139,7 @@ def parse_leaderboard_v1(node: Node) -> list[RunRecord]:
                     "prefill_tps_mean": speed.get("prompt_tps_mean", required=False).num(minimum=0),
                 },
                 speed_sample_count=sample_count,
-                submitter_name=submitter.get("name", required=False).str(max_length=150)
+                submitter_name=submitter.get("name", required=False).str()
                 if submitter.value is not None
                 else "",
                 raw_payload=entry.obj(),
@@ -153,8 +151,8 @@ def parse_leaderboard_v1(node: Node) -> list[RunRecord]:
 def _runtime_version(runtime: Node) -> str:
     if runtime.value is None:
         return ""
-    version = runtime.get("version", required=False).str(max_length=60)
-    commit = runtime.get("commit", required=False).str(max_length=60)
+    version = runtime.get("version", required=False).str()
+    commit = runtime.get("commit", required=False).str()
     return " ".join(part for part in (version, commit and f"({commit})") if part)
 
 
@@ -171,18 +169,18 @@ def parse_speed_jsonl(text: str, *, model_id: str = "") -> list[RunRecord]:
         if kind == "summary":
             summaries.append((number, node))
         elif kind == "run":
-            runs_by_tag[node.get("tag").str(max_length=200)].append(node)
+            runs_by_tag[node.get("tag").str()].append(node)
         else:
             raise node.get("kind").fail(f"unknown line kind {kind!r}")
     if not summaries:
         raise FormatError("", "no summary line found")
     records = []
     for _number, summary in summaries:
-        tag = summary.get("tag").str(max_length=200)
+        tag = summary.get("tag").str()
         runs = runs_by_tag.get(tag, [])
         tasks: dict[str, TaskRecord] = {}
         for run in runs:
-            prompt_id = run.get("prompt_id").str(max_length=120)
+            prompt_id = run.get("prompt_id").str()
             task = tasks.setdefault(
                 prompt_id, TaskRecord(task_id=prompt_id, passed=True, execution_ok=True)
             )
@@ -197,7 +195,7 @@ def parse_speed_jsonl(text: str, *, model_id: str = "") -> list[RunRecord]:
                     tokens_prompt=run.get("prompt_tokens", required=False).int(),
                 )
             )
-            task.finish_reason = run.get("finish_reason", required=False).str(max_length=20)
+            task.finish_reason = run.get("finish_reason", required=False).str()
         samples = [s for task in tasks.values() for s in task.samples]
         decode = summarise(s.decode_tps for s in samples)
         prefill = summarise(s.prefill_tps for s in samples)

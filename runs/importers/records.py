@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from runs import bounds
+
 MAX_STRING = 2000
 
 
@@ -16,15 +18,27 @@ def _reject_constant(name: str) -> float:
 
 
 def load_json(text: str, *, position: str) -> object:
-    """Strict JSON (no NaN or Infinity); `position` formats {line} and {column} of an error."""
+    """Strict JSON (no NaN or Infinity) that a database can store whole (runs.bounds.json_problem);
+    `position` formats {line} and {column} of a syntax error."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        document = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise FormatError(
+            "" if "{" in position else position, "nests too deeply to parse"
+        ) from None
     except json.JSONDecodeError as exc:
         where = position.format(line=exc.lineno, column=exc.colno)
         raise FormatError(where, f"invalid JSON: {exc.msg}") from None
     except ValueError as exc:
         # parse_constant does not say where the constant was; keep only a fixed position.
         raise FormatError("" if "{" in position else position, str(exc)) from None
+    if isinstance(document, dict | list):
+        # NUL and lone surrogates can only come from \u escapes: without one, strings are fine.
+        problem, path = bounds.json_problem(document, escapes="\\u" in text)
+        if problem:
+            # A JSONL line's position ("line 3") says which document the path is in.
+            raise Unstorable(path if "{" in position else f"{position}: {path}", problem)
+    return document
 
 
 class JsonText(str):
@@ -52,6 +66,10 @@ class FormatError(ValueError):
         super().__init__(f"{position}: {message}" if position else message)
         self.position = position
         self.message = message
+
+
+class Unstorable(FormatError):
+    """Well-formed JSON that holds what no database can store; `position` is its JSON path."""
 
 
 @dataclass
@@ -148,6 +166,9 @@ class RunRecord:
     submitter_name: str = ""
     suites: list[SuiteRecord] = field(default_factory=list)
     raw_payload: dict | JsonText = field(default_factory=dict)
+    # The input path of a value read from somewhere other than its own field (a context
+    # length parsed out of command_used), so that an error about it names what was sent.
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 class Node:
@@ -207,15 +228,20 @@ class Node:
             raise self.fail(f"expected a list, got {_kind(self.value)}")
         return [Node(v, parent=self, key=i) for i, v in enumerate(self.value)]
 
-    def str(self, *, default: str = "", max_length: int = MAX_STRING) -> str:
+    def str(
+        self, *, default: str = "", max_length: int = MAX_STRING, kind: str = bounds.NAME
+    ) -> str:
+        """A string of at most `max_length` characters that the rules for `kind` allow (a
+        one-line name unless said otherwise: see runs.bounds)."""
         if self.value is None:
             return default
         if not isinstance(self.value, str):
             raise self.fail(f"expected a string, got {_kind(self.value)}")
         if len(self.value) > max_length:
             raise self.fail(f"string longer than {max_length} characters")
-        if "\x00" in self.value:
-            raise self.fail("string contains a NUL character")
+        problem = bounds.text_problem(self.value, kind)
+        if problem:
+            raise self.fail(problem)
         return self.value
 
     def num(
@@ -227,7 +253,10 @@ class Node:
             raise self.fail("is required")
         if isinstance(self.value, bool) or not isinstance(self.value, int | float):
             raise self.fail(f"expected a number, got {_kind(self.value)}")
-        number = float(self.value)
+        try:
+            number = float(self.value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise self.fail("is too large a number") from None
         if not math.isfinite(number):
             raise self.fail("must be a finite number")
         if minimum is not None and number < minimum:
@@ -265,9 +294,9 @@ class Node:
         if moment.tzinfo is None:
             # The speed probe and leaderboard-v1 wrote naive UTC times.
             moment = moment.replace(tzinfo=UTC)
-        # A day of slack absorbs clock skew; anything later is a fabricated or broken clock.
-        if (moment - datetime.now(UTC)).total_seconds() > 86400:
-            raise self.fail("timestamp is in the future")
+        problem = bounds.moment_problem(moment)
+        if problem:
+            raise self.fail(f"timestamp {problem}")
         return moment
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from runs import normalize
+from runs import bounds, normalize
 from runs.importers.records import (
     FormatError,
     HardwareRecord,
@@ -28,14 +28,14 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
     scale = "v2" if score_schema.split(".")[0] in ("", "2") else "v3"
 
     model = node.get("model")
-    model_id = model.get("model_id").str(max_length=300)
+    model_id = model.get("model_id").str()
     if not model_id.strip():
         raise model.get("model_id").fail("model id is empty")
     parsed_model = normalize.parse_model(model_id)
-    provider = node.get("provider", required=False).str(max_length=40)
+    provider = node.get("provider", required=False).str()
     machine = node.get("machine", required=False)
     is_remote_scoring = bool(node.get("is_remote", required=False).bool())
-    command_used = node.get("command_used", required=False).str(max_length=4000)
+    command_used = node.get("command_used", required=False).str(max_length=4000, kind=bounds.TEXT)
 
     record = RunRecord(
         source_format=source_format,
@@ -43,20 +43,20 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
         started_at=node.get("timestamp").timestamp(),
         model_id=model_id,
         score_scale=scale,
-        client_run_id=node.get("client_run_id", required=False).str(max_length=200),
-        quantization=model.get("quantization", required=False).str(max_length=40)
+        client_run_id=node.get("client_run_id", required=False).str(),
+        quantization=model.get("quantization", required=False).str()
         or parsed_model["quantization"],
-        model_sha256=model.get("sha256", required=False).str(max_length=64),
+        model_sha256=model.get("sha256", required=False).str(),
         engine=normalize.engine_from_provider(provider),
         provider=provider,
-        harness=node.get("harness", required=False).str(default="raw", max_length=40) or "raw",
-        harness_version=node.get("harness_version", required=False).str(max_length=20),
+        harness=node.get("harness", required=False).str(default="raw") or "raw",
+        harness_version=node.get("harness_version", required=False).str(),
         scoring_mode="remote" if is_remote_scoring else "local",
         benchmark_id=node.get("benchmark_id", required=False).str(default="benchloop"),
-        benchmark_version=node.get("benchmark_version", required=False).str(max_length=20),
-        profile=node.get("benchmark_profile", required=False).str(max_length=20),
-        requested_profile=node.get("requested_profile", required=False).str(max_length=20),
-        manifest_hash=node.get("manifest_hash", required=False).str(max_length=80),
+        benchmark_version=node.get("benchmark_version", required=False).str(),
+        profile=node.get("benchmark_profile", required=False).str(),
+        requested_profile=node.get("requested_profile", required=False).str(),
+        manifest_hash=node.get("manifest_hash", required=False).str(),
         coverage_score=node.get("coverage_score", required=False).score(),
         comparable=bool(node.get("comparable", required=False).bool()),
         total_runtime_sec=node.get("total_runtime_sec", required=False).num(minimum=0),
@@ -72,7 +72,7 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
         # Our bundle writes {kind, message, hint}; the 0.3.0 failed record a plain string.
         if isinstance(error.value, dict):
             error = error.get("message", required=False)
-        record.error = error.str(max_length=100_000)[:2000]
+        record.error = error.str(max_length=100_000, kind=bounds.RAW)[:2000]
         record.comparable = False
         return record
     if data.get("status") in ("incomplete", "cancelled"):
@@ -88,15 +88,15 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
 def _hardware(machine: Node) -> HardwareRecord | None:
     if machine.get("is_remote", required=False).bool():
         return None  # a remote endpoint's hardware is not the submitter's to claim
-    gpu = machine.get("gpu", required=False).str(max_length=200)
-    label = machine.get("hardware_label", required=False).str(max_length=200)
+    gpu = machine.get("gpu", required=False).str()
+    label = machine.get("hardware_label", required=False).str()
     return HardwareRecord(
-        cpu=machine.get("cpu", required=False).str(max_length=200),
+        cpu=machine.get("cpu", required=False).str(),
         gpu=gpu or label,
         gpu_count=machine.get("gpu_count", required=False).int() or 1,
         vram_gb=machine.get("gpu_memory_gb", required=False).num(minimum=0, maximum=100_000),
         ram_gb=machine.get("system_memory_gb", required=False).num(minimum=0, maximum=100_000),
-        os_name=machine.get("os", required=False).str(max_length=40),
+        os_name=machine.get("os", required=False).str(),
     )
 
 
@@ -104,26 +104,29 @@ def _apply_launch(record: RunRecord, node: Node, command_used: str) -> None:
     """Launch settings from our bundle's `launch`/`engine`, else from a llama-server command."""
     engine = node.get("engine", required=False)
     if engine.value is not None:
-        record.engine = normalize.engine_from_provider(engine.get("name").str(max_length=60))
-        record.engine_version = engine.get("version", required=False).str(max_length=80)
+        record.engine = normalize.engine_from_provider(engine.get("name").str())
+        record.engine_version = engine.get("version", required=False).str()
     launch = node.get("launch", required=False)
     if launch.value is not None:
         record.context_length = launch.get("context_length", required=False).int(minimum=1)
-        record.kv_cache_type = launch.get("kv_cache_type", required=False).str(max_length=40)
-        record.draft_model = launch.get("draft_model", required=False).str(max_length=300)
+        record.kv_cache_type = launch.get("kv_cache_type", required=False).str()
+        record.draft_model = launch.get("draft_model", required=False).str()
         return
     if "llama-server" in command_used:
         record.engine = "llama.cpp"
     if match := _CTX_FLAG.search(command_used):
         record.context_length = int(match.group(1))
+        record.sources["context_length"] = "command_used"
     if match := _KV_FLAG.search(command_used):
         record.kv_cache_type = match.group(1)
+        record.sources["kv_cache_type"] = "command_used"
     if match := _DRAFT_FLAG.search(command_used):
         record.draft_model = match.group(1)
+        record.sources["draft_model"] = "command_used"
 
 
 def _suite(name: str, suite: Node) -> SuiteRecord:
-    if len(name) > 40 or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise suite.fail(f"suite name {name[:40]!r} is not a plain identifier")
     tasks = (
         [_task(task) for task in suite.get("tasks", required=False).list()]
@@ -148,16 +151,18 @@ def _suite(name: str, suite: Node) -> SuiteRecord:
 def _task(task: Node) -> TaskRecord:
     metadata = task.get("metadata", required=False)
     record = TaskRecord(
-        task_id=task.get("task_id").str(max_length=120),
+        task_id=task.get("task_id").str(),
         passed=bool(task.get("passed", required=False).bool()),
         score=task.get("score", required=False).score(),
         latency_ms=task.get("latency_ms", required=False).num(minimum=0),
         tokens_generated=task.get("tokens_generated", required=False).int(),
         tokens_prompt=task.get("tokens_prompt", required=False).int(),
         execution_ok=task.get("execution_ok", required=False).bool(default=None),
-        finish_reason=task.get("finish_reason", required=False).str(max_length=20),
-        error=task.get("error", required=False).str(max_length=100_000)[:2000],
-        output=task.get("output", required=False).str(max_length=1_000_000)[:MAX_OUTPUT],
+        finish_reason=task.get("finish_reason", required=False).str(),
+        error=task.get("error", required=False).str(max_length=100_000, kind=bounds.RAW)[:2000],
+        output=task.get("output", required=False).str(max_length=1_000_000, kind=bounds.RAW)[
+            :MAX_OUTPUT
+        ],
         metadata=metadata.obj() if metadata.value is not None else {},
     )
     if metadata.value is not None and metadata.has("trials"):

@@ -7,18 +7,11 @@ shape and are upgraded again on every read.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from functools import cache
-from pathlib import Path
-
 from runs.importers.records import FormatError
-from runs.importers.schemacheck import compile_schema
 
 CURRENT_BUNDLE_MAJOR = "1"
 KNOWN_SCORE_MAJORS = {"2", "3"}
 LEGACY_SCORE_SCHEMA = "2.0.0"
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "upload-1.schema.json"
 
 
 class UnsupportedVersion(FormatError):
@@ -108,45 +101,3 @@ def upgrade(data: dict) -> tuple[dict, str, str]:
         return v3_to_bundle(run), kind, visibility
     run = v2_to_v3(data) if kind == "run-v2" else data
     return v3_to_bundle(run), kind, visibility
-
-
-@cache
-def upload_schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text())
-
-
-@cache
-def _valid_upload() -> Callable[[object], bool]:
-    return compile_schema(upload_schema())
-
-
-@cache
-def _validator():
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(upload_schema())
-
-
-def schema_errors(bundle: dict, limit: int = 50) -> list[dict]:
-    """Every violation of the upload schema, as {path, message}, in document order."""
-    # The compiled check answers for valid bundles in a fraction of jsonschema's time; only an
-    # invalid one pays for jsonschema's walk, which names every error.
-    if _valid_upload()(bundle):
-        return []
-    errors = sorted(_validator().iter_errors(bundle), key=lambda e: [str(p) for p in e.path])
-    found = []
-    for error in errors[:limit]:
-        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path)
-        if error.validator == "required" and isinstance(error.instance, dict):
-            # Name the missing field itself, not the object that lacks it.
-            for name in error.validator_value:
-                if name not in error.instance:
-                    found.append({"path": f"{path}.{name}".lstrip("."), "message": "is missing"})
-            continue
-        found.append({"path": path.lstrip(".") or "(body)", "message": _short(error.message)})
-    return found
-
-
-def _short(message: str) -> str:
-    # jsonschema quotes the offending value; a 1 MB string would make a 1 MB error.
-    return message if len(message) <= 200 else message[:200] + "…"

@@ -9,7 +9,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from runs.importers.schemacheck import Unsupported, compile_schema
-from runs.importers.upgrade import upgrade, upload_schema
+from runs.importers.upgrade import upgrade
+from runs.limits import upload_schema
 
 PROBES = [None, True, False, 0, -1, 2.0, 1.5, 1e12, "", "x", "1.0", "x" * 5000, "a\n", [], {}]
 

@@ -24,7 +24,7 @@ from worker.notifications import notify_finished
 
 pytestmark = pytest.mark.django_db
 
-CONVERTER_SAMPLES = {"int": "1", "path": "a/b", "str": "x", "slug": "x"}
+CONVERTER_SAMPLES = {"int": "1", "path": "a/b", "text": "a/b", "str": "x", "slug": "x"}
 CSRF_FAILED = b"CSRF verification failed"
 
 

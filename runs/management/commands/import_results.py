@@ -12,6 +12,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
+from runs import limits
 from runs.importers import RunRecord, read_file
 from runs.services import import_batch, refresh_stack_stats, resolve_identities
 
@@ -138,7 +139,9 @@ def _write_in_thread(good: list[tuple[Path, list[RunRecord]]]) -> list:
 def _batches(files, parsed) -> Iterator[list[tuple[Path, list[RunRecord], str]]]:
     batch = []
     for path, (records, problem) in zip(files, parsed, strict=True):
-        batch.append((path, records, problem))
+        # What no column can hold is found here, in the one process that knows the models,
+        # before any row (a new stack included) is written for the file.
+        batch.append((path, records, problem or limits.records_problem(records)))
         if len(batch) == FILES_PER_COMMIT:
             yield batch
             batch = []

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from submissions.api import MAX_JSON_DEPTH, _storable, _unsafe_value
+from runs.bounds import MAX_JSON_DEPTH, _storable, _unsafe_value
 
 
 def _nested(depth: int, leaf: object) -> dict:

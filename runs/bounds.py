@@ -1,0 +1,169 @@
+"""What stored input may hold, so that every page, feed, export and email can show it.
+
+The one set of rules for text, dates and JSON documents that come from uploads, imported
+files, lab hosts and their endpoints (no Django imports: importer processes use it too).
+Column sizes live with the models (runs.limits); this module is about characters and values.
+
+- A *name* (model id, job model, engine, GPU, version, task id...) is one line of text: no
+  control characters at all (tab and newline included), no Unicode noncharacters, no bidi
+  embedding or override controls (they make one id display as another), no lone surrogates.
+- A *text* (an error message, a command line) may also hold tab, newline and carriage return.
+- *Raw* text (a model's output, kept as evidence) may hold anything a database can store.
+Rows stored before these rules existed may still hold anything storable, so the outputs that
+cannot show a character at all (XML, email headers) clean text on the way out as well.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+# No BenchLoop client existed before 2020; earlier dates are broken clocks or forgeries, and
+# year-1 times with an offset are stored by Postgres as 1 BC, which Python cannot read back.
+EARLIEST_MOMENT = datetime(2020, 1, 1, tzinfo=UTC)
+# A machine whose clock runs ahead (or that wrote local time as UTC) is not lying.
+CLOCK_SKEW = timedelta(days=1)
+MAX_JSON_DEPTH = 64
+
+_NONCHARACTERS = "\ufdd0-\ufdef" + "".join(
+    f"{chr(plane * 0x10000 + 0xFFFE)}{chr(plane * 0x10000 + 0xFFFF)}" for plane in range(17)
+)
+_SURROGATES = "\ud800-\udfff"
+_BIDI_CONTROLS = "\u202a-\u202e\u2066-\u2069"
+_NAME_FORBIDDEN = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_CONTROLS}{_NONCHARACTERS}{_SURROGATES}]")
+_TEXT_FORBIDDEN = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_NONCHARACTERS}{_SURROGATES}]")
+_RAW_FORBIDDEN = re.compile(f"[\x00{_SURROGATES}]")
+# XML 1.0's Char production, negated.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_HEADER_BREAKS = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_SURROGATES}]")
+
+NAME, TEXT, RAW = "name", "text", "raw"
+_FORBIDDEN = {NAME: _NAME_FORBIDDEN, TEXT: _TEXT_FORBIDDEN, RAW: _RAW_FORBIDDEN}
+
+
+def text_problem(value: str, kind: str = NAME) -> str:
+    """Why `value` may not be stored as a `kind` (NAME, TEXT or RAW) of text; "" if it may."""
+    found = _FORBIDDEN[kind].search(value)
+    if found is None:
+        return ""
+    char = found.group()
+    return f"contains the character U+{ord(char):04X} ({_describe(char)}), which is not allowed"
+
+
+def _describe(char: str) -> str:
+    code = ord(char)
+    if code == 0:
+        return "NUL"
+    if char in "\t\n\r":
+        return {"\t": "tab", "\n": "newline", "\r": "carriage return"}[char]
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return "a control character"
+    if 0xD800 <= code <= 0xDFFF:
+        return "an unpaired surrogate"
+    if 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
+        return "a bidi control"
+    return "a Unicode noncharacter"
+
+
+def moment_problem(moment: datetime, *, now: datetime | None = None) -> str:
+    """Why a timestamp (timezone-aware) may not be stored; "" if it may."""
+    if moment < EARLIEST_MOMENT:
+        return f"is before {EARLIEST_MOMENT:%Y-%m-%d}, earlier than any BenchLoop run"
+    if moment - (now or datetime.now(UTC)) > CLOCK_SKEW:
+        return "is in the future"
+    return ""
+
+
+def xml_text(value: str) -> str:
+    """`value` with what XML 1.0 cannot hold (control characters, U+FFFE/U+FFFF, surrogates)
+    replaced by U+FFFD, for feeds: a row stored before the input rules must not end a feed."""
+    return _NOT_XML.sub("\ufffd", value)
+
+
+def one_line(value: str) -> str:
+    """`value` as one header-safe line (email subjects): line breaks and controls become spaces."""
+    return " ".join(_HEADER_BREAKS.sub(" ", value).split())
+
+
+def storable_text(value: str) -> str:
+    """`value` with what no database can store (NUL, unpaired surrogates) replaced by U+FFFD:
+    for text a lab host reports (an endpoint's error, a model list), which cannot be refused."""
+    return _RAW_FORBIDDEN.sub("\ufffd", value)
+
+
+def storable_json(value: object) -> object:
+    """A copy of a JSON value with storable_text applied to every key and string, and numbers
+    JSON cannot hold (NaN, infinity) as null."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {storable_text(str(k)): storable_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable_json(v) for v in value]
+    return value
+
+
+def json_problem(document: dict | list, *, escapes: bool = True) -> tuple[str, str]:
+    """(problem, path) for the first thing in a parsed JSON document that no database or page
+    can hold: nesting deeper than MAX_JSON_DEPTH, a number JSON cannot hold (1e999 parses as
+    infinity), a NUL or an unpaired surrogate in a key or string; ("", "") if there is none.
+
+    Strings can only hold NUL or a surrogate through a \\u escape: a caller that knows its
+    source text has none passes escapes=False and only depth and numbers are checked.
+    """
+    if _storable(document, check_text=escapes):
+        return "", ""
+    return _unsafe_value(document)
+
+
+def _storable(value: dict | list, *, check_text: bool, level: int = 0) -> bool:
+    """Whether _unsafe_value finds nothing, answered without building any path: this runs on
+    every document, the slow walk only on the rare one that fails."""
+    if level >= MAX_JSON_DEPTH and value:
+        return False  # its children would be deeper than the limit
+    if isinstance(value, dict):
+        if check_text and not all(_is_storable(key) for key in value):
+            return False
+        children = value.values()
+    else:
+        children = value
+    for child in children:
+        if isinstance(child, dict | list):
+            if not _storable(child, check_text=check_text, level=level + 1):
+                return False
+        elif isinstance(child, float):
+            if not math.isfinite(child):
+                return False
+        elif check_text and isinstance(child, str) and not _is_storable(child):
+            return False
+    return True
+
+
+def _unsafe_value(value: object, path: str = "", level: int = 0) -> tuple[str, str]:
+    where = path or "(body)"
+    if level > MAX_JSON_DEPTH:
+        return f"nests deeper than {MAX_JSON_DEPTH} levels", where
+    if isinstance(value, float) and not math.isfinite(value):
+        return "holds a number too large to represent", where
+    if isinstance(value, str) and not _is_storable(value):
+        return "string contains a NUL character or an unpaired surrogate", where
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if not _is_storable(key):
+                return "key contains a NUL character or an unpaired surrogate", where
+            problem = _unsafe_value(child, f"{path}.{key}" if path else key, level + 1)
+            if problem[0]:
+                return problem
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            problem = _unsafe_value(child, f"{path}[{index}]", level + 1)
+            if problem[0]:
+                return problem
+    return "", ""
+
+
+def _is_storable(value: str) -> bool:
+    return _RAW_FORBIDDEN.search(value) is None

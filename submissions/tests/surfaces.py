@@ -54,9 +54,8 @@ def public_urls(run: Run) -> list[str]:
         # although the stack page links to the model page: reported, not settled here.
         urls.append(reverse("leaderboard:model", args=[stack.model_id]))
     submission = run.submission
-    if submission.submitter_id or submission.submitter_name:
-        # An anonymous upload's "anonymous" has no page of its own (yet): section 4's to settle.
-        urls.append(reverse("leaderboard:submitter", args=[submission.display_submitter]))
+    if submission.submitter_url:  # anonymous uploads link to no page
+        urls.append(submission.submitter_url)
     if "," in pair and stack.best_run_id:
         urls.append(f"/compare/share.png?stacks={pair}")
     return urls

@@ -42,8 +42,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _folder in (REPO, REPO / "bench"):  # also loaded by path from leaderboard/tests
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+import loadlib  # noqa: E402
+
 from leaderboard.tests import compose_topology as topo  # noqa: E402
 
 SLOW_BODY_PATH = "/account/login/"
@@ -63,13 +66,7 @@ class Drill:
     seconds: float = 0.0
 
     def percentile(self, fraction: float) -> float:
-        ordered = sorted(self.latencies)
-        if not ordered:
-            return float("nan")
-        position = (len(ordered) - 1) * fraction
-        low = int(position)
-        high = min(low + 1, len(ordered) - 1)
-        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+        return loadlib.percentile(self.latencies, fraction)
 
     def summary(self) -> dict:
         return {
@@ -114,47 +111,11 @@ class Target:
         )
 
 
-async def _slow_headers(target: Target, interval: float, stop: asyncio.Event, drill: Drill) -> None:
-    first = True
-    while not stop.is_set():
-        try:
-            reader, writer = await target.connect()
-        except OSError:
-            drill.slow_refused += 1
-            await asyncio.sleep(interval)
-            continue
-        if first:
-            drill.slow_connected += 1
-            first = False
-        try:
-            writer.write(f"GET /healthz HTTP/1.1\r\nHost: {target.host}\r\n".encode())
-            await writer.drain()
-            line = 0
-            while not stop.is_set():
-                # A server that gives up on us closes the socket: reading then ends at once.
-                with contextlib.suppress(TimeoutError):
-                    if await asyncio.wait_for(reader.read(1024), interval) == b"":
-                        raise ConnectionResetError
-                line += 1
-                writer.write(f"X-Slow-{line}: {'a' * 8}\r\n".encode())
-                await writer.drain()
-        except (OSError, ssl.SSLError):
-            if not stop.is_set():
-                drill.slow_dropped += 1
-        finally:
-            writer.close()
-
-
-async def _slow_body(target: Target, interval: float, stop: asyncio.Event, drill: Drill) -> None:
-    # A csrftoken of our own making: Django accepts any well-formed secret in the cookie and
-    # then reads the whole form body to compare it with the token field.
-    token = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
-    origin = f"{target.scheme}://{target.host}"
-    head = (
-        f"POST {SLOW_BODY_PATH} HTTP/1.1\r\nHost: {target.host}\r\nOrigin: {origin}\r\n"
-        f"Cookie: csrftoken={token}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-        f"Content-Length: {SLOW_BODY_LENGTH}\r\n\r\ncsrfmiddlewaretoken={token}&username="
-    )
+async def _drip(
+    target: Target, interval: float, stop: asyncio.Event, drill: Drill, head: str, drop
+) -> None:
+    """Hold one slow connection at a time: send `head`, then `drop(n)` every `interval`, never
+    finishing; reconnect at once when the server gives up on us, as an attacker would."""
     first = True
     while not stop.is_set():
         try:
@@ -169,17 +130,38 @@ async def _slow_body(target: Target, interval: float, stop: asyncio.Event, drill
         try:
             writer.write(head.encode())
             await writer.drain()
+            sent = 0
             while not stop.is_set():
+                # A server that gives up on us closes the socket: reading then ends at once.
                 with contextlib.suppress(TimeoutError):
                     if await asyncio.wait_for(reader.read(1024), interval) == b"":
                         raise ConnectionResetError
-                writer.write(b"a")
+                sent += 1
+                writer.write(drop(sent))
                 await writer.drain()
         except (OSError, ssl.SSLError):
             if not stop.is_set():
                 drill.slow_dropped += 1
         finally:
             writer.close()
+
+
+async def _slow_headers(target: Target, interval: float, stop: asyncio.Event, drill: Drill) -> None:
+    head = f"GET /healthz HTTP/1.1\r\nHost: {target.host}\r\n"
+    await _drip(target, interval, stop, drill, head, lambda n: f"X-Slow-{n}: aaaaaaaa\r\n".encode())
+
+
+async def _slow_body(target: Target, interval: float, stop: asyncio.Event, drill: Drill) -> None:
+    # A csrftoken of our own making: Django accepts any well-formed secret in the cookie and
+    # then reads the whole form body to compare it with the token field.
+    token = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
+    origin = f"{target.scheme}://{target.host}"
+    head = (
+        f"POST {SLOW_BODY_PATH} HTTP/1.1\r\nHost: {target.host}\r\nOrigin: {origin}\r\n"
+        f"Cookie: csrftoken={token}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        f"Content-Length: {SLOW_BODY_LENGTH}\r\n\r\ncsrfmiddlewaretoken={token}&username="
+    )
+    await _drip(target, interval, stop, drill, head, lambda _n: b"a")
 
 
 async def _get_status(target: Target, path: str) -> int:

@@ -292,7 +292,12 @@ CONTENT_SECURITY_POLICY = (
     "form-action 'self'; object-src 'none'"
 )
 SESSION_COOKIE_HTTPONLY = True
-if not DEBUG:
+# Whether visitors reach the site over HTTPS (directly or through a TLS-terminating proxy).
+# Production must: on by default. The embedded default (scripts/serve.sh on localhost) serves
+# plain HTTP and turns it off; a redirect to https:// there would reach nothing, HSTS would pin
+# the browser to it, and Secure cookies would never come back, so nobody could sign in.
+BENCHLOOP_HTTPS = env_bool("BENCHLOOP_HTTPS", True)
+if not DEBUG and BENCHLOOP_HTTPS:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     # Behind a TLS-terminating proxy (docker-compose puts one in front), trust its header.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

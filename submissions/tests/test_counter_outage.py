@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from leaderboard.tests.installs import free_port
+from worker.engine.testing.xllama_launcher import free_port
 from worker.tests.disk import fill, tmpfs
 
 pytestmark = pytest.mark.django_db

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.views import defaults
@@ -33,6 +35,9 @@ DISK_FULL_MESSAGE = (
 DISK_FULL_RETRY_AFTER_SECONDS = 60
 # Postgres's SQLSTATE for "could not extend file: No space left on device".
 POSTGRES_DISK_FULL = "53100"
+# Less free space than this, and a SQLite I/O error is taken for a full disk: a write needs
+# a few pages, and one MiB is hundreds of them.
+LOW_SPACE_BYTES = 1024 * 1024
 
 
 class ServiceUnavailableMiddleware:
@@ -56,18 +61,41 @@ def _chain(exception: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def is_disk_full(exception: BaseException) -> bool:
+def _site_sqlite_database() -> str | None:
+    database = connection.settings_dict
+    return str(database["NAME"]) if connection.vendor == "sqlite" else None
+
+
+def is_disk_full(exception: BaseException, sqlite_database: str | None = None) -> bool:
     """Whether the error is a full disk: a file write (the file cache, the filesystem broker)
-    failing with ENOSPC or EDQUOT, SQLite's "database or disk is full" (SQLITE_FULL), or
-    Postgres's disk_full."""
+    failing with ENOSPC or EDQUOT, SQLite's "database or disk is full", or Postgres's
+    disk_full.
+
+    SQLite reports a full disk as SQLITE_FULL only when it fails to grow its write-ahead log;
+    a connection that must first size its shared-memory file (or sync, or truncate) reports
+    "disk I/O error" instead (SQLITE_IOERR_SHMSIZE and kin). Such an error counts as a full disk
+    when the disk holding `sqlite_database` (default: the site's SQLite database, if it has
+    one) has less than LOW_SPACE_BYTES free.
+    """
     for error in _chain(exception):
         if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-            return True
         if getattr(error, "sqlstate", None) == POSTGRES_DISK_FULL:
             return True
+        code = getattr(error, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL:
+            return True
+        if code is not None and code & 0xFF == sqlite3.SQLITE_IOERR:
+            path = sqlite_database or _site_sqlite_database()
+            return bool(path) and _free_bytes(Path(path).parent) < LOW_SPACE_BYTES
     return False
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return LOW_SPACE_BYTES  # cannot tell: not a full disk, then
 
 
 def unavailable_response(request: HttpRequest, exception: BaseException) -> HttpResponse | None:

@@ -31,6 +31,16 @@ def test_a_page_a_member_may_not_open_answers_the_sites_403_page(alice_client) -
     assert 'class="site-header"' in page
 
 
+def test_a_form_sent_without_its_csrf_token_answers_the_sites_403_page(alice) -> None:
+    answer = Client(enforce_csrf_checks=True).post(
+        "/account/login/", {"username": "alice", "password": "correct horse battery"}
+    )
+    assert answer.status_code == 403
+    page = answer.content.decode()
+    assert "This form could not be checked" in page and 'class="site-header"' in page
+    assert "CSRF verification failed" not in page
+
+
 def test_a_superuser_may_open_the_moderation_queue(django_user_model) -> None:
     admin = django_user_model.objects.create_superuser("root", "root@example.org", "pw")
     client = Client()

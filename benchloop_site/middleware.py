@@ -23,7 +23,13 @@ from submissions.errors import answers_in_json, json_error
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
-MESSAGE = "The database is unavailable right now; nothing was saved. Try again in a few seconds."
+# Said of any request: the outage may have struck after a write had committed (a session saved
+# on the way out, a view that reads again after saving), so this does not say what was saved.
+MESSAGE = "The database is unavailable right now. Try again in a few seconds."
+# Said only by a view that knows its transaction was rolled back.
+NOTHING_SAVED = (
+    "The database is unavailable right now; nothing was saved. Try again in a few seconds."
+)
 # Redis holds the throttle counters, the cache and the job queue.
 QUEUE_MESSAGE = "The queue and cache server is unavailable right now. Try again in a few seconds."
 # Nothing here says whether a write got through: the broker's message can be what failed,
@@ -98,9 +104,14 @@ def _free_bytes(folder: Path) -> int:
         return LOW_SPACE_BYTES  # cannot tell: not a full disk, then
 
 
-def unavailable_response(request: HttpRequest, exception: BaseException) -> HttpResponse | None:
+def unavailable_response(
+    request: HttpRequest, exception: BaseException, message: str = MESSAGE
+) -> HttpResponse | None:
     """507 for a full disk, 503 with Retry-After for an outage of the database or Redis; None
-    for any other error."""
+    for any other error.
+
+    `message` replaces the database outage's message, for a view that knows what was saved.
+    """
     # Checked first: SQLite and Postgres report a full disk as an OperationalError, and
     # "database unavailable, try again in a few seconds" would send the operator the wrong way.
     if is_disk_full(exception):
@@ -108,9 +119,8 @@ def unavailable_response(request: HttpRequest, exception: BaseException) -> Http
         retry_after = str(DISK_FULL_RETRY_AFTER_SECONDS)
     # OperationalError covers refused and dropped connections, a server shutting down or
     # starting up, and SQLite's "database is locked": all pass, so the client should retry.
-    # A failed request's transaction was rolled back, so "nothing was saved" holds.
     elif isinstance(exception, OperationalError | InterfaceError):
-        status, code, message = 503, "database_unavailable", MESSAGE
+        status, code = 503, "database_unavailable"
         retry_after = str(RETRY_AFTER_SECONDS)
     elif isinstance(exception, RedisConnectionError | RedisTimeoutError | BrokerError):
         status, code, message = 503, "queue_unavailable", QUEUE_MESSAGE

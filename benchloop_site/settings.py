@@ -297,8 +297,8 @@ SESSION_COOKIE_HTTPONLY = True
 # plain HTTP and turns it off; a redirect to https:// there would reach nothing, HSTS would pin
 # the browser to it, and Secure cookies would never come back, so nobody could sign in.
 BENCHLOOP_HTTPS = env_bool("BENCHLOOP_HTTPS", True)
+SECURE_SSL_REDIRECT = not DEBUG and BENCHLOOP_HTTPS and env_bool("SECURE_SSL_REDIRECT", True)
 if not DEBUG and BENCHLOOP_HTTPS:
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     # Behind a TLS-terminating proxy (docker-compose puts one in front), trust its header.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]

@@ -54,6 +54,14 @@ if [ -z "${ALLOWED_HOSTS:-}" ]; then
   esac
 fi
 export ALLOWED_HOSTS
+# The address to show and to build links on: the one bound, or this machine's first address.
+SHOWN_HOST="$HOST"
+case "$HOST" in 0.0.0.0 | :: | "[::]") SHOWN_HOST="$(hostname -I 2>/dev/null | awk '{print $1}')" ;; esac
+SHOWN_HOST="${SHOWN_HOST:-127.0.0.1}"
+case "$SHOWN_HOST" in \[*) ;; *:*) SHOWN_HOST="[$SHOWN_HOST]" ;; esac
+URL="http://$SHOWN_HOST:$PORT"
+# The address that links leaving the site (mail, the upload answer the CLI prints) are built on.
+export SITE_URL="${SITE_URL:-$URL}"
 
 python manage.py migrate --noinput -v 0
 python manage.py collectstatic --noinput -v 0
@@ -79,9 +87,6 @@ celery -A benchloop_site worker --beat --loglevel INFO --concurrency 1 \
 WORKER_PID=$!
 trap 'kill "$WORKER_PID" 2>/dev/null; wait "$WORKER_PID" 2>/dev/null' EXIT INT TERM
 
-SHOWN_HOST="$HOST"
-case "$HOST" in 0.0.0.0 | :: | "[::]") SHOWN_HOST="127.0.0.1" ;; *:*) SHOWN_HOST="[$HOST]" ;; esac
-URL="http://$SHOWN_HOST:$PORT"
 ADMIN_ENV=""
 [ -n "${BENCHLOOP_VAR_DIR:-}" ] && ADMIN_ENV="BENCHLOOP_VAR_DIR=$BENCHLOOP_VAR_DIR "
 cat <<EOF

@@ -181,6 +181,8 @@ def collect_static(static_root: Path) -> Path:
             SECRET_KEY=secrets.token_urlsafe(64),
             API_KEY_PEPPER=secrets.token_urlsafe(32),
             ALLOWED_HOSTS="127.0.0.1",
+            BENCHLOOP_HTTPS="False",
+            SITE_URL="http://127.0.0.1",
             STATIC_ROOT=str(static_root),
             BENCHLOOP_VAR_DIR=str(static_root.parent / "collect-var"),
         )
@@ -206,6 +208,7 @@ def postgres_install(folder: Path, database: str, static_root: Path) -> Iterator
         API_KEY_PEPPER=secrets.token_urlsafe(32),
         ALLOWED_HOSTS="127.0.0.1,localhost",
         BENCHLOOP_HTTPS="False",
+        SITE_URL=f"http://127.0.0.1:{port}",
         STATIC_ROOT=str(static_root),
         BENCHLOOP_VAR_DIR=str(folder / "var"),
         EMAIL_BACKEND="django.core.mail.backends.console.EmailBackend",

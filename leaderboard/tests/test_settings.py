@@ -108,6 +108,7 @@ def test_plain_http_is_an_explicit_switch_that_drops_the_https_only_settings() -
         SECRET_KEY=secrets.token_urlsafe(64),
         ALLOWED_HOSTS="127.0.0.1",
         API_KEY_PEPPER=secrets.token_urlsafe(32),
+        SITE_URL="http://127.0.0.1:8000",
     )
     assert result.stdout.strip().splitlines()[-1].split() == [
         "False",

@@ -134,7 +134,7 @@ def test_the_embedded_default_serves_like_production(tmp_path: Path, fixtures_di
         moderator.sign_in("root", admin["DJANGO_SUPERUSER_PASSWORD"])
         assert moderator.get("/moderation/").status_code == 200
         member = Browser(url)
-        member.sign_up("dana", "dana@example.org", "dana's own long password")
+        member.sign_up("dana", "dana@example.org", "dana's own long password", site.log_text)
         refused = member.get("/moderation/")
         assert refused.status_code == 403 and "You cannot open this page" in refused.text
 

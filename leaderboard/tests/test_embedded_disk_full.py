@@ -46,7 +46,7 @@ def test_a_full_disk_answers_507_naming_the_disk_and_the_site_recovers(
     ):
         site.wait_until_healthy()
         member = Browser(site.url)
-        member.sign_up("frank", "frank@example.org", PASSWORD)
+        member.sign_up("frank", "frank@example.org", PASSWORD, site.log_text)
         keys = member.submit("/account/keys/", {"name": "laptop", "scopes": ["submit", "read"]})
         key = re.search(r'id="new-key">(bl_[^<]+)<', keys.text).group(1)
 

@@ -133,7 +133,7 @@ def test_a_user_runs_logs_in_submits_and_a_moderator_publishes_the_run(
     model = bundle["model"]["model_id"]
 
     # A new member signs up, and later signs in through the login form to approve the CLI.
-    Browser(site).sign_up(MEMBER, f"{MEMBER}@example.org", MEMBER_PASSWORD)
+    Browser(site).sign_up(MEMBER, f"{MEMBER}@example.org", MEMBER_PASSWORD, install.log_text)
     member = Browser(site)
     member.sign_in(MEMBER, MEMBER_PASSWORD)
     benchloop_login(install, home, member)

@@ -260,7 +260,14 @@ class Browser:
         import httpx
 
         self.base_url = base_url
-        self.client = httpx.Client(base_url=base_url, follow_redirects=True, timeout=30)
+        # No idle connections: a server that keeps them alive (waitress does) would leave an
+        # open socket behind each browser, and unclosed sockets fail the suite.
+        self.client = httpx.Client(
+            base_url=base_url,
+            follow_redirects=True,
+            timeout=30,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     def get(self, path: str):
         return self.client.get(path)

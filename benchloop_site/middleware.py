@@ -1,12 +1,17 @@
-"""A database or Redis outage answers 503 with Retry-After and a clear message, never a 500."""
+"""A database or Redis outage answers 503 with Retry-After and a clear message, and a full disk
+answers 507 naming the disk: never a 500, and never a traceback."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
+import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.views import defaults
@@ -21,12 +26,24 @@ RETRY_AFTER_SECONDS = 5
 # Said of any request: the outage may have struck after a write had committed (a session saved
 # on the way out, a view that reads again after saving), so this does not say what was saved.
 MESSAGE = "The database is unavailable right now. Try again in a few seconds."
-# Said only by a view that knows its transaction was rolled back (see submissions/api.py).
+# Said only by a view that knows its transaction was rolled back.
 NOTHING_SAVED = (
     "The database is unavailable right now; nothing was saved. Try again in a few seconds."
 )
 # Redis holds the throttle counters, the cache and the job queue.
 QUEUE_MESSAGE = "The queue and cache server is unavailable right now. Try again in a few seconds."
+# Nothing here says whether a write got through: the broker's message can be what failed,
+# after the upload committed. Retrying is safe either way (uploads are idempotent).
+DISK_FULL_MESSAGE = (
+    "The server's disk is full, so this request could not be completed. "
+    "Try again once its operator has freed space."
+)
+DISK_FULL_RETRY_AFTER_SECONDS = 60
+# Postgres's SQLSTATE for "could not extend file: No space left on device".
+POSTGRES_DISK_FULL = "53100"
+# Less free space than this, and a SQLite I/O error is taken for a full disk: a write needs
+# a few pages, and one MiB is hundreds of them.
+LOW_SPACE_BYTES = 1024 * 1024
 
 
 class ServiceUnavailableMiddleware:
@@ -40,28 +57,82 @@ class ServiceUnavailableMiddleware:
         return unavailable_response(request, exception)
 
 
+def _chain(exception: BaseException) -> Iterator[BaseException]:
+    """The exception and those it was raised from or while handling (kombu wraps OSError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exception
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _site_sqlite_database() -> str | None:
+    database = connection.settings_dict
+    return str(database["NAME"]) if connection.vendor == "sqlite" else None
+
+
+def is_disk_full(exception: BaseException, sqlite_database: str | None = None) -> bool:
+    """Whether the error is a full disk: a file write (the file cache, the filesystem broker)
+    failing with ENOSPC or EDQUOT, SQLite's "database or disk is full", or Postgres's
+    disk_full.
+
+    SQLite reports a full disk as SQLITE_FULL only when it fails to grow its write-ahead log;
+    a connection that must first size its shared-memory file (or sync, or truncate) reports
+    "disk I/O error" instead (SQLITE_IOERR_SHMSIZE and kin). Such an error counts as a full disk
+    when the disk holding `sqlite_database` (default: the site's SQLite database, if it has
+    one) has less than LOW_SPACE_BYTES free.
+    """
+    for error in _chain(exception):
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(error, "sqlstate", None) == POSTGRES_DISK_FULL:
+            return True
+        code = getattr(error, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL:
+            return True
+        if code is not None and code & 0xFF == sqlite3.SQLITE_IOERR:
+            path = sqlite_database or _site_sqlite_database()
+            return bool(path) and _free_bytes(Path(path).parent) < LOW_SPACE_BYTES
+    return False
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return LOW_SPACE_BYTES  # cannot tell: not a full disk, then
+
+
 def unavailable_response(
     request: HttpRequest, exception: BaseException, message: str = MESSAGE
 ) -> HttpResponse | None:
-    """503 with Retry-After for an outage of Postgres or Redis; None for any other error.
+    """507 for a full disk, 503 with Retry-After for an outage of the database or Redis; None
+    for any other error.
 
     `message` replaces the database outage's message, for a view that knows what was saved.
     """
+    # Checked first: SQLite and Postgres report a full disk as an OperationalError, and
+    # "database unavailable, try again in a few seconds" would send the operator the wrong way.
+    if is_disk_full(exception):
+        status, code, message = 507, "disk_full", DISK_FULL_MESSAGE
+        retry_after = str(DISK_FULL_RETRY_AFTER_SECONDS)
     # OperationalError covers refused and dropped connections, a server shutting down or
     # starting up, and SQLite's "database is locked": all pass, so the client should retry.
-    if isinstance(exception, OperationalError | InterfaceError):
-        code = "database_unavailable"
+    elif isinstance(exception, OperationalError | InterfaceError):
+        status, code = 503, "database_unavailable"
+        retry_after = str(RETRY_AFTER_SECONDS)
     elif isinstance(exception, RedisConnectionError | RedisTimeoutError | BrokerError):
-        code, message = "queue_unavailable", QUEUE_MESSAGE
+        status, code, message = 503, "queue_unavailable", QUEUE_MESSAGE
+        retry_after = str(RETRY_AFTER_SECONDS)
     else:
         return None
     log.warning("%s for %s %s: %s", code, request.method, request.path, exception)
-    retry_after = str(RETRY_AFTER_SECONDS)
-    if request.path.startswith("/api/"):
-        return json_error(503, code, message, Retry_After=retry_after)
+    if answers_in_json(request):
+        return json_error(status, code, message, Retry_After=retry_after)
     # A standalone page: base.html would reach the session, and so the database, again.
-    html = render_to_string("503.html", {"message": message})
-    response = HttpResponse(html, status=503)
+    html = render_to_string("503.html", {"message": message, "status": status})
+    response = HttpResponse(html, status=status)
     response.headers["Retry-After"] = retry_after
     return response
 

@@ -319,8 +319,13 @@ CONTENT_SECURITY_POLICY = (
 SESSION_COOKIE_HTTPONLY = True
 # Database sessions that treat a cookie Django never issued (a NUL in it) as no session.
 SESSION_ENGINE = "submissions.sessions"
-if not DEBUG:
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+# Whether visitors reach the site over HTTPS (directly or through a TLS-terminating proxy).
+# Production must: on by default. The embedded default (scripts/serve.sh on localhost) serves
+# plain HTTP and turns it off; a redirect to https:// there would reach nothing, HSTS would pin
+# the browser to it, and Secure cookies would never come back, so nobody could sign in.
+BENCHLOOP_HTTPS = env_bool("BENCHLOOP_HTTPS", True)
+SECURE_SSL_REDIRECT = not DEBUG and BENCHLOOP_HTTPS and env_bool("SECURE_SSL_REDIRECT", True)
+if not DEBUG and BENCHLOOP_HTTPS:
     # Behind a TLS-terminating proxy (docker-compose puts one in front), trust its header.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]

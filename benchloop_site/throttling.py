@@ -9,14 +9,29 @@ exactly `num_requests` requests per window get through however many arrive at on
 
 The counters live in the "limits" cache, which never evicts them: a flood of cached pages in
 the default cache must not reset anyone's rate limit.
+
+When a counter cannot be read or written (Redis down, or the file cache of the embedded
+default on a full disk), the throttles fail open: the request goes on, unthrottled, and a
+warning is logged. A throttle bounds what one client costs the site; it guards no data, and
+the request meets every other check as usual (a write on a full disk still fails, with its
+507). Failing closed would turn an outage of the counters into an outage of every API read
+that needs nothing else. The sign-in lockout is the exception (submissions/signin.py): a
+password guess that cannot be counted is refused, since stopping guesses is all it is for.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 from django.core.cache import BaseCache, caches
+from redis.exceptions import RedisError
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
+
+log = logging.getLogger(__name__)
+# What a counter that cannot be reached raises: the file cache's OSError (ENOSPC on a full
+# disk, EACCES, EROFS) and any Redis error.
+COUNTER_ERRORS = (OSError, RedisError)
 
 
 def limits_cache() -> BaseCache:
@@ -51,8 +66,13 @@ class CountingThrottle(SimpleRateThrottle):
             return True
         now = self.timer()
         window = math.floor(now / self.duration)
-        # The counter outlives its window by a little, so a late incr never finds it gone.
-        if count_in_window(f"{key}:{window}", self.duration + 5) > self.num_requests:
+        try:
+            # The counter outlives its window by a little, so a late incr never finds it gone.
+            count = count_in_window(f"{key}:{window}", self.duration + 5)
+        except COUNTER_ERRORS as exc:
+            log.warning("throttle %s not counted (failing open): %r", self.scope, exc)
+            return True
+        if count > self.num_requests:
             self.retry_after = (window + 1) * self.duration - now
             return False
         return True

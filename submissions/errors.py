@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.views.defaults import page_not_found
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler
 
@@ -109,7 +109,21 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """handler404: an unknown API URL answers in the API's error shape, pages get the page."""
     if answers_in_json(request):
         return json_error(404, "not_found", "Not found.")
-    return page_not_found(request, exception)
+    return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400 (a Host header not in ALLOWED_HOSTS, a malformed request), the same way."""
+    if answers_in_json(request):
+        return json_error(400, "bad_request", "The request is malformed.")
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler403 for plain Django views (DRF answers its own 403s), the same way."""
+    if answers_in_json(request):
+        return json_error(403, "forbidden", "You do not have permission to do this.")
+    return defaults.permission_denied(request, exception)
 
 
 ERROR_SCHEMA = {
@@ -174,6 +188,8 @@ __all__ = [
     "api_exception_handler",
     "document_errors",
     "error_body",
+    "bad_request",
     "json_error",
     "not_found",
+    "permission_denied",
 ]

@@ -167,6 +167,11 @@ def _existing(
     key, the submitter's identical content, and anyone's run with the same fingerprint) go to
     the database as one UNION of indexed lookups that returns ids only; the submission is
     loaded once one matches.
+
+    Each lookup finds at most one row because a unique constraint says so (the run's
+    fingerprint; the submitter with a non-empty client run id; the submitter with a non-empty
+    content hash, and both are always set here), so no branch needs a LIMIT: SQLite refuses
+    LIMIT inside a compound statement, and this one query serves both databases.
     """
     columns = ("match", "pk", "submitter_id", "content_hash")
     lookups = [Submission.objects.filter(run__fingerprint=run_key).annotate(match=Value(SAME_RUN))]
@@ -176,7 +181,7 @@ def _existing(
             mine.filter(client_run_id=record.client_run_id).annotate(match=Value(SAME_KEY)),
             mine.filter(content_hash=digest).annotate(match=Value(SAME_CONTENT)),
         ]
-    first, *rest = (lookup.order_by().values_list(*columns)[:1] for lookup in lookups)
+    first, *rest = (lookup.order_by().values_list(*columns) for lookup in lookups)
     found = {row[0]: row[1:] for row in first.union(*rest, all=True)}
     if SAME_KEY in found:
         pk, _owner, stored_hash = found[SAME_KEY]

@@ -118,6 +118,35 @@ def test_production_mode_turns_on_secure_cookies_hsts_and_manifest_storage() -> 
     ]
 
 
+def test_plain_http_is_an_explicit_switch_that_drops_the_https_only_settings() -> None:
+    """BENCHLOOP_HTTPS=False (scripts/serve.sh on localhost): no redirect to https, no HSTS and
+    cookies a browser returns over http; everything else stays as in production."""
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, "
+        "s.SECURE_SSL_REDIRECT, s.DEBUG, s.STORAGES['staticfiles']['BACKEND'])"
+    )
+    result = _manage(
+        "shell",
+        "-c",
+        code,
+        DEBUG="False",
+        BENCHLOOP_HTTPS="False",
+        SECRET_KEY=secrets.token_urlsafe(64),
+        ALLOWED_HOSTS="127.0.0.1",
+        API_KEY_PEPPER=secrets.token_urlsafe(32),
+        SITE_URL="http://127.0.0.1:8000",
+    )
+    assert result.stdout.strip().splitlines()[-1].split() == [
+        "False",
+        "False",
+        "0",
+        "False",
+        "False",
+        "whitenoise.storage.CompressedManifestStaticFilesStorage",
+    ]
+
+
 @pytest.mark.django_db
 def test_there_are_no_pending_migrations() -> None:
     out = io.StringIO()

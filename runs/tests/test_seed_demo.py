@@ -20,12 +20,33 @@ def test_seed_demo_fills_an_empty_database_once(settings, fixtures_dir) -> None:
     # The real fixture files come along, unmarked: they are not synthetic.
     assert Run.objects.filter(source_format="leaderboard-v1", is_demo=False).count() == 17
     assert Run.objects.filter(source_format="leaderboard-v2").count() == 0  # unlicensed file
+    real = Run.objects.filter(is_demo=False).count()
+    assert out.getvalue().splitlines()[-1] == (
+        f"seeded {real} real and {Run.objects.count() - real} synthetic runs"
+    )
     assert Stack.objects.filter(best_run__isnull=False).count() > 50
     before = Run.objects.count()
 
     call_command("seed_demo", stdout=out)
     assert Run.objects.count() == before
     assert "already present" in out.getvalue()
+
+
+def test_seed_demo_says_what_it_seeded_without_the_fixture_folder(settings, tmp_path) -> None:
+    settings.BENCHLOOP_FIXTURES_DIR = tmp_path / "not-here"
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+
+    assert Run.objects.filter(is_demo=False).count() == 0
+    synthetic = Run.objects.filter(is_demo=True).count()
+    assert synthetic > 100
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        f"no fixture folder at {tmp_path / 'not-here'}: no real runs imported. Set "
+        "BENCHLOOP_FIXTURES_DIR to a copy of the earlier product's data files "
+        "(shared/fixtures/benchloop) to add its real runs."
+    )
+    assert lines[-1] == f"seeded 0 real and {synthetic} synthetic runs (synthetic only)"
 
 
 def test_seed_demo_runs_builds_a_bulk_dataset() -> None:

@@ -25,7 +25,7 @@ from worker.notifications import notify_finished
 pytestmark = pytest.mark.django_db
 
 CONVERTER_SAMPLES = {"int": "1", "path": "a/b", "text": "a/b", "str": "x", "slug": "x"}
-CSRF_FAILED = b"CSRF verification failed"
+CSRF_FAILED = b"This form could not be checked"  # templates/403_csrf.html
 
 
 def _sample(pattern) -> str:

@@ -1,8 +1,9 @@
 """Fault drill: the disk fills up while a run bundle is written.
 
-A real full disk is a tiny tmpfs mounted for the test (needs root or CAP_SYS_ADMIN, which the
-CI container has; elsewhere those tests skip). A file-size limit (RLIMIT_FSIZE, EFBIG) gives
-the same failure without privileges, so the writer's contract is checked everywhere.
+A real full disk is a tiny tmpfs mounted for the test (worker/tests/disk.py; needs root or
+CAP_SYS_ADMIN, which the CI container has; elsewhere those tests skip). A file-size limit
+(RLIMIT_FSIZE, EFBIG) gives the same failure without privileges, so the writer's contract is
+checked everywhere.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from worker.engine.bundle import write_bundle
 from worker.engine.errors import BundleWriteError
 from worker.engine.hardware import machine_id
+from worker.tests.disk import fill, tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = 4096
@@ -30,32 +32,8 @@ PAGE = 4096
 @pytest.fixture
 def small_disk(tmp_path) -> Iterator[Path]:
     """A 256 KiB tmpfs at tmp_path/disk, unmounted afterwards."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "256k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def _fill(folder: Path, leave: int = 0) -> None:
-    """Take all free space on folder's file system but `leave` bytes (rounded to pages)."""
-    stat = os.statvfs(folder)
-    size = stat.f_bavail * stat.f_frsize - leave
-    with (folder / "filler").open("wb") as handle:
-        try:
-            handle.write(b"\0" * max(size, 0))
-            handle.flush()
-        except OSError as exc:  # page rounding: close enough to full
-            assert exc.errno == errno.ENOSPC
 
 
 def _bundle(tasks: int) -> dict:
@@ -66,7 +44,7 @@ def test_a_full_disk_keeps_the_previous_bundle_and_names_the_file(small_disk) ->
     path = small_disk / "runs" / "drill" / "run.json"
     write_bundle(_bundle(1), path)
     before = path.read_bytes()
-    _fill(small_disk, leave=PAGE)
+    fill(small_disk, leave=PAGE)
 
     with pytest.raises(BundleWriteError) as caught:
         write_bundle(_bundle(200), path)  # ~20 KiB: more than the one page left
@@ -134,7 +112,7 @@ def test_benchloop_run_on_a_disk_that_fills_up_mid_run_says_so_and_keeps_the_bun
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if any(p.parent != earlier.parent for p in runs.glob("*/run.json")):
-                _fill(small_disk)
+                fill(small_disk)
                 return
             time.sleep(0.005)
 
@@ -172,7 +150,7 @@ def test_a_full_disk_at_the_first_run_names_the_salt_file_and_leaves_no_empty_on
 ) -> None:
     home = small_disk / "home"
     home.mkdir()
-    _fill(small_disk)
+    fill(small_disk)
     with pytest.raises(OSError) as caught:
         machine_id(home)
     assert caught.value.errno == errno.ENOSPC

@@ -45,7 +45,7 @@ class Command(BaseCommand):
         if Run.objects.filter(is_demo=True).exists():
             self.stdout.write("demo data already present; nothing to do")
             return
-        self._fixtures()
+        real = self._fixtures()
         records = []
         for index, stack in enumerate(demo_stacks(rng, 90)):
             for attempt in range(rng.randint(1, 5)):
@@ -54,25 +54,40 @@ class Command(BaseCommand):
                     records.append(record)
         result = import_records(records, is_demo=True, source_name="seed_demo")
         self.stdout.write(
-            f"synthetic: {len(result.created)} runs on {len(result.stack_ids)} stacks"
+            f"synthetic demo runs, marked “demo”: {len(result.created)} runs on "
+            f"{len(result.stack_ids)} stacks"
+        )
+        self.stdout.write(
+            f"seeded {real} real and {len(result.created)} synthetic runs"
+            + ("" if real else " (synthetic only)")
         )
 
-    def _fixtures(self) -> None:
+    def _fixtures(self) -> int:
+        """Import the earlier product's real data files; the number of runs imported."""
         base = Path(settings.BENCHLOOP_FIXTURES_DIR)
         if not base.is_dir():
-            self.stdout.write(f"no fixture folder at {base}; synthetic data only")
-            return
+            self.stdout.write(
+                f"no fixture folder at {base}: no real runs imported. Set "
+                "BENCHLOOP_FIXTURES_DIR to a copy of the earlier product's data files "
+                "(shared/fixtures/benchloop) to add its real runs."
+            )
+            return 0
+        self.stdout.write(f"real runs from the earlier product's data files in {base}:")
+        imported = 0
         for name in FIXTURE_FILES:
             path = base / name
             if not path.exists():
+                self.stdout.write(f"  {name}: missing, skipped")
                 continue
             try:
                 records = parse_path(path)
             except FormatError as exc:
-                self.stderr.write(f"skipped {path}: {exc}")
+                self.stderr.write(f"  skipped {path}: {exc}")
                 continue
             result = import_records(records, source_name=path.name)
-            self.stdout.write(f"{name}: {len(result.created)} runs")
+            imported += len(result.created)
+            self.stdout.write(f"  {name}: {len(result.created)} runs")
+        return imported
 
     def _bulk(self, rng: random.Random, total: int) -> None:
         started = time.perf_counter()

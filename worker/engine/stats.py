@@ -148,3 +148,37 @@ def welch_test(a: Sequence[float], b: Sequence[float]) -> dict | None:
     )
     p = 2.0 * (1.0 - t_cdf(abs(t), df))
     return {"t": round(t, 4), "df": round(df, 2), "p_value": round(max(p, 0.0), 6)}
+
+
+# A median (and its interval) needs at least this many values; below it pages say "n too small".
+MIN_MEDIAN_N = 3
+
+
+def median_interval(values: Iterable[float | None], level: float = 0.95) -> dict:
+    """The median of at least MIN_MEDIAN_N values with a distribution-free interval for it.
+
+    The interval runs between two order statistics of the sample (the sign-test interval), so
+    it stays inside the data: never negative for a positive quantity, and in the data's units
+    on any scale. With few values the widest interval (min to max) covers less than ``level``;
+    ``coverage`` says what it does cover. Below MIN_MEDIAN_N values every figure is None.
+    """
+    clean = sorted(float(v) for v in values if v is not None and math.isfinite(v))
+    n = len(clean)
+    if n < MIN_MEDIAN_N:
+        return {"n": n, "median": None, "low": None, "high": None, "coverage": None}
+    # The interval [x(j), x(n-1-j)] (0-based) misses the median with probability
+    # 2·P(Bin(n, 1/2) <= j): take the widest j whose miss stays within 1 - level, else min-max.
+    def below(j: int) -> float:
+        return sum(math.comb(n, i) for i in range(j + 1)) / 2**n
+
+    j = 0
+    while j + 1 < n - 2 - j and 2 * below(j + 1) <= 1 - level:
+        j += 1
+    k, miss = j, 2 * below(j)
+    return {
+        "n": n,
+        "median": percentile(clean, 0.5),
+        "low": clean[k],
+        "high": clean[n - 1 - k],
+        "coverage": round(1 - miss, 4),
+    }

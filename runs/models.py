@@ -8,6 +8,43 @@ from django.db.models import Q
 from runs import normalize
 
 
+class HardwareKind(models.TextChoices):
+    GPU = "gpu", "GPU"
+    APPLE = "apple", "Apple silicon"
+    CPU = "cpu", "CPU only"
+    REMOTE = "remote", "remote endpoint"
+
+
+class HardwareClass(models.Model):
+    """What speeds are compared within: a GPU model with its count, an Apple chip with its
+    unified memory, a CPU-only machine, or a remote endpoint. Many machines (Hardware rows,
+    which also record the host CPU, RAM and OS) belong to one class."""
+
+    key = models.CharField(max_length=255, unique=True)
+    slug = models.SlugField(max_length=120, unique=True, help_text="the URL's ?hw= value")
+    kind = models.CharField(max_length=8, choices=HardwareKind.choices)
+    label = models.CharField(max_length=200, help_text="e.g. '2× RTX 3090 24 GB'")
+    vendor = models.CharField(max_length=20, blank=True)
+    chip = models.CharField(max_length=200, blank=True, help_text="GPU model, Apple chip or CPU")
+    count = models.PositiveSmallIntegerField(default=1)
+    # Total memory the model can live in: VRAM of all cards, unified memory, or system RAM.
+    memory_gb = models.FloatField(null=True, blank=True)
+    memory_channels = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "hardware classes"
+        indexes = [models.Index(fields=["kind", "memory_gb"], name="hwclass_kind_memory_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(memory_gb__gt=0) | Q(memory_gb__isnull=True),
+                name="hwclass_memory_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+
 class Hardware(models.Model):
     """A normalised machine identity; equal canonical keys are the same machine class."""
 
@@ -22,6 +59,9 @@ class Hardware(models.Model):
     accelerator = models.CharField(max_length=20, blank=True)
     vram_bucket = models.CharField(max_length=8, blank=True)
     ram_bucket = models.CharField(max_length=8, blank=True)
+    hardware_class = models.ForeignKey(
+        HardwareClass, on_delete=models.PROTECT, null=True, blank=True, related_name="machines"
+    )
 
     class Meta:
         verbose_name_plural = "hardware"
@@ -205,6 +245,11 @@ class Run(models.Model):
     # Null for remote endpoints: we never claim hardware we did not see.
     hardware = models.ForeignKey(
         Hardware, on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
+    # The machine's class (a remote endpoint's class where no machine was seen), kept on the
+    # run so every speed query groups and filters by it without a join.
+    hardware_class = models.ForeignKey(
+        HardwareClass, on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
     )
     fingerprint = models.CharField(max_length=64, unique=True)
     client_run_id = models.CharField(max_length=200, blank=True)
@@ -412,3 +457,72 @@ class SpeedSample(models.Model):
 
     def __str__(self) -> str:
         return f"trial {self.trial_index}"
+
+
+class Lane(models.Model):
+    """A ranked row: one stack on one hardware class, on one score scale and benchmark version.
+
+    Speed figures belong to a hardware class and are never pooled. The lane with no hardware
+    class is the stack's quality pooled across every machine (quality does not depend on the
+    machine); it carries no speed. Kept by runs.services from the published runs.
+    """
+
+    stack = models.ForeignKey(Stack, on_delete=models.CASCADE, related_name="lanes")
+    hardware_class = models.ForeignKey(
+        HardwareClass, on_delete=models.CASCADE, null=True, blank=True, related_name="lanes"
+    )
+    score_scale = models.CharField(max_length=8, choices=ScoreScale.choices)
+    benchmark_version = models.CharField(max_length=20, blank=True)
+
+    run_count = models.PositiveIntegerField(default=0)
+    submitter_count = models.PositiveIntegerField(default=0)
+    # Every upload of this stack here, flagged, rejected and withdrawn ones included.
+    attempt_count = models.PositiveIntegerField(default=0)
+    best_run = models.ForeignKey(
+        Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Medians of the runs' own figures with their 95% intervals (worker.engine.stats
+    # .median_interval); null below three runs, where pages say "n too small".
+    quality_median = models.FloatField(null=True, blank=True)
+    quality_low = models.FloatField(null=True, blank=True)
+    quality_high = models.FloatField(null=True, blank=True)
+    decode_median = models.FloatField(null=True, blank=True)
+    decode_low = models.FloatField(null=True, blank=True)
+    decode_high = models.FloatField(null=True, blank=True)
+    prefill_median = models.FloatField(null=True, blank=True)
+    prefill_low = models.FloatField(null=True, blank=True)
+    prefill_high = models.FloatField(null=True, blank=True)
+    ttft_median = models.FloatField(null=True, blank=True)
+    ttft_low = models.FloatField(null=True, blank=True)
+    ttft_high = models.FloatField(null=True, blank=True)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["hardware_class", "score_scale", "benchmark_version"],
+                name="lane_class_scale_idx",
+            ),
+            models.Index(fields=["stack", "score_scale"], name="lane_stack_scale_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["stack", "hardware_class", "score_scale", "benchmark_version"],
+                condition=Q(hardware_class__isnull=False),
+                name="lane_unique_stack_class",
+            ),
+            models.UniqueConstraint(
+                fields=["stack", "score_scale", "benchmark_version"],
+                condition=Q(hardware_class__isnull=True),
+                name="lane_unique_stack_pooled",
+            ),
+            models.CheckConstraint(
+                condition=Q(hardware_class__isnull=False)
+                | Q(decode_median__isnull=True, prefill_median__isnull=True, ttft_median__isnull=True),
+                name="lane_pooled_has_no_speed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        where = self.hardware_class.label if self.hardware_class_id else "all hardware"
+        return f"{self.stack} on {where}"

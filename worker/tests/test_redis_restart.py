@@ -84,7 +84,7 @@ def _site_broker(url: str) -> Iterator[None]:
         # Celery reads $CELERY_BROKER_URL before its own setting. Dropping the pools is what
         # Celery itself does after a fork: they are rebuilt from the new URL on the next publish.
         os.environ["CELERY_BROKER_URL"] = broker_url
-        app.conf.broker_url = broker_url
+        app.conf.broker_url = app.conf.broker_write_url = broker_url
         app._pool = None
         app.amqp._producer_pool = None
 

@@ -143,7 +143,9 @@ async def _drip(
             if not stop.is_set():
                 drill.slow_dropped += 1
         finally:
-            writer.close()
+            # An attacker never says goodbye: abort closes the socket at once, where close()
+            # would start a TLS shutdown that the drill's loop may not live to finish.
+            writer.transport.abort()
 
 
 async def _slow_headers(target: Target, interval: float, stop: asyncio.Event, drill: Drill) -> None:
@@ -175,7 +177,7 @@ async def _get_status(target: Target, path: str) -> int:
         await reader.read()  # the whole answer, as a monitor would
         return int(status_line.split()[1]) if status_line else 0
     finally:
-        writer.close()
+        writer.transport.abort()  # the answer is read (or given up on): nothing left to say
 
 
 async def _good(target: Target, stop: asyncio.Event, drill: Drill, timeout: float) -> None:
@@ -232,6 +234,7 @@ async def run_drill(
     for task in slow_tasks:
         task.cancel()
     await asyncio.gather(*slow_tasks, return_exceptions=True)
+    await asyncio.sleep(0.2)  # transports closed above release their sockets on the next turns
     return drill
 
 

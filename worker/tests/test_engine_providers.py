@@ -163,7 +163,8 @@ def test_a_remote_style_key_is_sent_as_bearer_and_refusals_say_so(spawn_llm_serv
     server = spawn_llm_server(api_key="sk-test-key-123")
     with Transport(server.base_url, timeout=10) as transport, pytest.raises(AuthError):
         detect_endpoint(transport)
-    with Transport(server.base_url, api_key="sk-test-key-123", timeout=10) as transport:
+    # A generous timeout: a freshly spawned server's first answer is slow on a busy machine.
+    with Transport(server.base_url, api_key="sk-test-key-123", timeout=60) as transport:
         info = detect_endpoint(transport)
         assert info.kind == LLAMA_CPP
         reply = OpenAIProvider(transport, llm_model).chat(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db import models
 from django.db.models import Q
 
-from runs import normalize
+from runs import labels, normalize
 
 
 class HardwareKind(models.TextChoices):
@@ -151,6 +153,14 @@ class Stack(models.Model):
     @property
     def short_key(self) -> str:
         return self.comparability_key[:12]
+
+    @staticmethod
+    def distinct_labels(stacks: Iterable[Stack]) -> list[str]:
+        """Labels for stacks shown together (a compare page, a share image, an export), in
+        the order given: each stack's label plus whatever tells it from a neighbour that
+        would otherwise read the same (harness, context, KV type, launch settings, short
+        digest). See runs.labels.distinct_labels."""
+        return labels.distinct_labels(stacks)
 
     @classmethod
     def for_identity(cls, **fields) -> Stack:

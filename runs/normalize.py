@@ -14,7 +14,7 @@ _GPU_NOISE = re.compile(
 )
 _MEMORY_SUFFIX = re.compile(r"\b\d+(?:\.\d+)?\s*gb\b", re.IGNORECASE)
 _CPU_NOISE = re.compile(
-    r"\b(?:cpu|processor|\d+-core)\b|@\s*[\d.]+\s*ghz"
+    r"\b(?:cpu|processor|\d+-core|\d+(?:st|nd|rd|th) gen)\b|@\s*[\d.]+\s*ghz"
     r"|(?:\bwith|\sw/)\s+radeon(?:\s+\w*\d\w*)?\s+graphics\b",
     re.IGNORECASE,
 )

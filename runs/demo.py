@@ -11,6 +11,7 @@ import math
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache, cached_property
 
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
 
@@ -40,7 +41,7 @@ class DemoHardware:
     memory_channels: int | None = None
     provider: str = ""
 
-    @property
+    @cached_property
     def kind(self) -> str:
         if self.provider:
             return "remote"
@@ -245,7 +246,14 @@ def speeds(rng: random.Random, hw: DemoHardware, stack: DemoStack) -> tuple[floa
 
 
 def machines_for(stack: DemoStack) -> list[DemoHardware]:
-    return [hw for hw in HARDWARE if fits(hw, stack)]
+    return [hw for hw, _weight in _fitting(stack)]
+
+
+@cache
+def _fitting(stack: DemoStack) -> tuple[tuple[DemoHardware, float], ...]:
+    """The machines a stack fits on, with their weights (asked once per stack: a million-run
+    seed would otherwise spend most of its time here)."""
+    return tuple((hw, w) for hw, w in zip(HARDWARE, WEIGHTS, strict=True) if fits(hw, stack))
 
 
 def demo_run(
@@ -261,7 +269,7 @@ def demo_run(
     if it fits on none."""
     hw = hardware
     if hw is None:
-        pairs = [(hw, w) for hw, w in zip(HARDWARE, WEIGHTS, strict=True) if fits(hw, stack)]
+        pairs = _fitting(stack)
         if not pairs:
             return None
         (hw,) = rng.choices([hw for hw, _ in pairs], weights=[w for _, w in pairs])

@@ -27,15 +27,6 @@ BATCH_STACKS = 400
 SCORED = ("v3", "v2")  # scales with a quality score: the ones with a pooled lane
 FIGURES = ("quality", "decode", "prefill", "ttft")
 SPEED_FIGURES = ("decode", "prefill", "ttft")
-LANE_FIELDS = [
-    "run_count",
-    "submitter_count",
-    "attempt_count",
-    "best_run",
-    "best_score",
-    *(f"{name}_{part}" for name in FIGURES for part in ("median", "low", "high")),
-    "refreshed_at",
-]
 
 LaneKey = tuple[int, int | None, str, str]  # stack, hardware class (None: pooled), scale, version
 
@@ -89,43 +80,57 @@ def refresh_lanes(stack_ids: Iterable[int], *, models: LaneModels | None = None)
 
 
 def _refresh_batch(ids: list[int], models: LaneModels) -> int:
+    """One batch of stacks. Lanes whose figures did not change keep their rows; changed ones
+    are written again, with INSERTs (an UPDATE of many rows with different values costs
+    Django's bulk_update a CASE per column, quadratic in the batch)."""
     now = timezone.now()
     no_speed = set(
         models.hardware_class.objects.filter(kind="unknown").values_list("id", flat=True)
     )
-    grouped = _grouped_rows(ids, models)
     attempts = _attempts(ids, models)
-    existing = {_key(lane): lane for lane in models.lane.objects.filter(stack_id__in=ids)}
-    changed, created = [], []
-    for key, rows in grouped.items():
-        lane = existing.pop(key, None)
-        if lane is None:
-            lane = models.lane(
+    # Speed is a hardware class's: none on the pooled lane, none on unknown hardware.
+    measured = {key: key[1] is not None and key[1] not in no_speed for key in attempts}
+    wanted = {
+        key: _figures(key, rows, attempts.get(key, 0), speed=measured.get(key, False))
+        for key, rows in _grouped_rows(ids, models).items()
+    }
+    total, stale = len(wanted), []
+    stored = models.lane.objects.filter(stack_id__in=ids).values("id", *KEY_FIELDS, *FIELDS)
+    for lane in stored:
+        key = tuple(lane[name] for name in KEY_FIELDS)
+        figures = wanted.get(key)
+        if figures is not None and all(lane[name] == value for name, value in figures.items()):
+            del wanted[key]  # unchanged
+        else:
+            stale.append(lane["id"])
+    if stale:
+        models.lane.objects.filter(pk__in=stale).delete()
+    models.lane.objects.bulk_create(
+        [
+            models.lane(
                 stack_id=key[0],
                 hardware_class_id=key[1],
                 score_scale=key[2],
                 benchmark_version=key[3],
+                refreshed_at=now,
+                **figures,
             )
-            created.append(lane)
-        else:
-            changed.append(lane)
-        _fill(
-            lane,
-            key,
-            rows,
-            attempts.get(key, 0),
-            speed=key[1] is not None and key[1] not in no_speed,
-        )
-        lane.refreshed_at = now
-    if existing:
-        models.lane.objects.filter(pk__in=[lane.pk for lane in existing.values()]).delete()
-    models.lane.objects.bulk_update(changed, LANE_FIELDS, batch_size=1000)
-    models.lane.objects.bulk_create(created, batch_size=1000)
-    return len(grouped)
+            for key, figures in wanted.items()
+        ],
+        batch_size=1000,
+    )
+    return total
 
 
-def _key(lane: Any) -> LaneKey:
-    return (lane.stack_id, lane.hardware_class_id, lane.score_scale, lane.benchmark_version)
+KEY_FIELDS = ("stack_id", "hardware_class_id", "score_scale", "benchmark_version")
+FIELDS = (
+    "run_count",
+    "submitter_count",
+    "attempt_count",
+    "best_run_id",
+    "best_score",
+    *(f"{name}_{part}" for name in FIGURES for part in ("median", "low", "high")),
+)
 
 
 def _grouped_rows(ids: list[int], models: LaneModels) -> dict[LaneKey, list[_Row]]:
@@ -201,16 +206,20 @@ def _best(key: LaneKey, rows: list[_Row]) -> tuple[_Row, float | None]:
     return best, getattr(best, attribute)
 
 
-def _fill(lane: Any, key: LaneKey, rows: list[_Row], attempts: int, *, speed: bool) -> None:
+def _figures(key: LaneKey, rows: list[_Row], attempts: int, *, speed: bool) -> dict:
+    """A lane's fields from its counted runs (speed figures only where `speed`)."""
     best, score = _best(key, rows)
-    lane.run_count = len(rows)
-    lane.submitter_count = len({row.submitter for row in rows if row.submitter[1] is not None})
-    lane.attempt_count = max(attempts, len(rows))
-    lane.best_run_id = best.id
-    lane.best_score = score
+    figures: dict[str, Any] = {
+        "run_count": len(rows),
+        "submitter_count": len({row.submitter for row in rows if row.submitter[1] is not None}),
+        "attempt_count": max(attempts, len(rows)),
+        "best_run_id": best.id,
+        "best_score": score,
+    }
     for name in FIGURES:
-        figures = {"median": None, "low": None, "high": None}
+        found = {"median": None, "low": None, "high": None}
         if name == "quality" or speed:
-            figures = median_interval(getattr(row, name) for row in rows)
+            found = median_interval(getattr(row, name) for row in rows)
         for part in ("median", "low", "high"):
-            setattr(lane, f"{name}_{part}", figures[part])
+            figures[f"{name}_{part}"] = found[part]
+    return figures

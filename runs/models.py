@@ -564,6 +564,7 @@ class Lane(models.Model):
     ttft_median = models.FloatField(null=True, blank=True)
     ttft_low = models.FloatField(null=True, blank=True)
     ttft_high = models.FloatField(null=True, blank=True)
+    # When these figures were worked out (a refresh that finds them unchanged keeps the row).
     refreshed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -573,11 +574,9 @@ class Lane(models.Model):
                 name="lane_class_scale_idx",
             ),
             models.Index(fields=["stack", "score_scale"], name="lane_stack_scale_idx"),
+            # A class's ranking (SQLite has no NULLS LAST in an index: rank non-null scores).
             models.Index(
-                "hardware_class",
-                "score_scale",
-                "benchmark_version",
-                models.F("best_score").desc(nulls_last=True),
+                fields=["hardware_class", "score_scale", "benchmark_version", "-best_score"],
                 name="lane_class_rank_idx",
             ),
         ]

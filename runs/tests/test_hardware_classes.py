@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from django.db.models import F
 
 from runs import normalize
 from runs.importers import parse_run_payload
+from runs.importers.records import RunRecord
 from runs.management.commands.seed_demo import FIXTURE_FILES
 from runs.models import Hardware, HardwareClass, Run
 from runs.services import import_batch, import_records
@@ -193,3 +195,26 @@ def test_the_batched_copy_path_sets_classes_as_the_single_path_does(fixtures_dir
     stored = {run.id: run for run in Run.objects.select_related("hardware_class")}
     assert stored[local.id].hardware_class.slug == "rtx-4090-24gb"
     assert stored[far.id].hardware_class.slug == "remote-fakecloud"
+
+
+@pytest.mark.parametrize(
+    ("machine", "kind"),
+    [
+        ("Apple M1 Pro", "apple"),
+        ("NVIDIA GeForce RTX 4090", "gpu"),
+        ("AMD Ryzen 7 7840U w/ Radeon 780M Graphics", "cpu"),
+        ("AMD EPYC 7763 64-Core Processor", "cpu"),
+    ],
+)
+def test_an_exports_machine_label_is_read_as_what_it_names(machine: str, kind: str) -> None:
+    from runs.importers.exports import _hardware_from_label
+    from runs.services import _hardware_fields
+
+    record = RunRecord(
+        source_format="leaderboard-v2",
+        started_at=datetime(2026, 5, 1, tzinfo=UTC),
+        model_id="m",
+        score_scale="v2",
+        hardware=_hardware_from_label(machine),
+    )
+    assert normalize.hardware_class(**_hardware_fields(record))["kind"] == kind

@@ -215,7 +215,10 @@ def demo_stacks(rng: random.Random, count: int) -> list[DemoStack]:
 def _weight(hw: DemoHardware) -> float:
     """How often a demo machine is picked: consumer cards and Macs far more than a datacentre."""
     if hw.kind == "gpu":
-        return 1.0 if hw.bandwidth_gbs > 1500 or hw.gpu_count > 1 else 3.0
+        if hw.bandwidth_gbs > 1500 or hw.gpu_count > 1:
+            return 1.0
+        # The 24 GB cards are what most people run local models on.
+        return 6.0 if hw.vram_gb == 24 and "GeForce" in hw.gpu else 3.0
     return {"apple": 2.0, "cpu": 1.0, "remote": 1.5}[hw.kind]
 
 

@@ -199,9 +199,12 @@ def resolve_identities(records: list[RunRecord]) -> list[tuple[Stack, Hardware |
     machines: dict[str, Hardware | None] = {"": None}
     machines.update(Hardware.objects.in_bulk({m for _, m in keys if m}, field_name="canonical_key"))
     found = []
+    classes: dict[str, int] = {}
     for record, (stack_key, machine_key) in zip(records, keys, strict=True):
         if stack_key not in stacks:
             stacks[stack_key] = _stack_for(record)
+        if not machine_key:  # the class of a run without a machine exists before its writer
+            _machineless_class(record, classes)
         machine = machines.get(machine_key)
         if machine_key not in machines or (machine is not None and not machine.hardware_class_id):
             machines[machine_key] = _hardware_for(record)  # (a machine without a class gets one)

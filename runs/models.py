@@ -59,14 +59,6 @@ class HardwareClass(models.Model):
         the first time it is seen."""
         return identities.ensure_class(cls, fields)
 
-    @classmethod
-    def remote(cls, provider: str) -> HardwareClass:
-        return cls.for_fields(normalize.remote_class(provider))
-
-    @classmethod
-    def unknown(cls) -> HardwareClass:
-        return cls.for_fields(normalize.unknown_class())
-
 
 class Hardware(models.Model):
     """A normalised machine identity; equal canonical keys are the same machine class."""

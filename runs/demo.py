@@ -11,6 +11,7 @@ import math
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache, cached_property
 
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
 
@@ -25,6 +26,10 @@ V3_CORE_WEIGHTS = {
 
 @dataclass(frozen=True)
 class DemoHardware:
+    """A demo machine. `vram_gb` is all cards' memory together (as the CLI records it),
+    `bandwidth_gbs` and `tflops` (dense FP16) are per card; a machine without a GPU has its
+    system memory's bandwidth. A remote endpoint has no machine and a provider."""
+
     gpu: str
     vram_gb: float
     bandwidth_gbs: float
@@ -32,27 +37,80 @@ class DemoHardware:
     ram_gb: float
     os_name: str
     gpu_count: int = 1
+    tflops: float = 0.0
+    memory_channels: int | None = None
+    provider: str = ""
+
+    @cached_property
+    def kind(self) -> str:
+        if self.provider:
+            return "remote"
+        if self.gpu.startswith("Apple"):
+            return "apple"
+        return "gpu" if self.gpu else "cpu"
+
+    def usable_gb(self) -> float:
+        """What a model may occupy: the cards' memory, ~75% of unified memory, ~70% of RAM."""
+        if self.kind == "gpu":
+            return self.vram_gb
+        return self.ram_gb * (0.75 if self.kind == "apple" else 0.7)
 
 
+def _gpu(name, vram, bw, tflops, cpu, ram, os_name="Linux", count=1) -> DemoHardware:
+    return DemoHardware(name, vram * count, bw, cpu, ram, os_name, count, tflops)
+
+
+def _apple(chip, memory, bw, tflops) -> DemoHardware:
+    return DemoHardware(f"{chip} GPU", memory, bw, chip, memory, "Darwin", 1, tflops)
+
+
+def _cpu(cpu, ram, bw, tflops, channels) -> DemoHardware:
+    return DemoHardware("", 0, bw, cpu, ram, "Linux", 0, tflops, channels)
+
+
+# Published memory bandwidth (GB/s) and dense FP16 throughput (TFLOPS) of each part, rounded.
 HARDWARE = [
-    DemoHardware("NVIDIA GeForce RTX 3060", 12, 360, "AMD Ryzen 5 5600X", 32, "Linux"),
-    DemoHardware("NVIDIA GeForce RTX 3090", 24, 936, "AMD Ryzen 9 5950X", 64, "Linux"),
-    DemoHardware(
-        "NVIDIA GeForce RTX 4070 Ti SUPER", 16, 672, "Intel Core i7-13700K", 32, "Windows"
-    ),
-    DemoHardware("NVIDIA GeForce RTX 4090", 24, 1008, "AMD Ryzen 9 7950X", 64, "Linux"),
-    DemoHardware("NVIDIA GeForce RTX 5090", 32, 1792, "AMD Ryzen 9 9950X", 96, "Linux"),
-    DemoHardware("NVIDIA RTX A6000", 48, 768, "AMD EPYC 7443P", 256, "Linux"),
-    DemoHardware("NVIDIA H100 80GB HBM3", 80, 3350, "Intel Xeon Platinum 8480+", 512, "Linux"),
-    DemoHardware("AMD Radeon RX 7900 XTX", 24, 960, "AMD Ryzen 7 7800X3D", 32, "Linux"),
-    DemoHardware("Apple M1 Pro", 32, 200, "Apple M1 Pro", 32, "Darwin"),
-    DemoHardware("Apple M2 Max", 96, 400, "Apple M2 Max", 96, "Darwin"),
-    DemoHardware("Apple M4 Pro", 48, 273, "Apple M4 Pro", 48, "Darwin"),
-    DemoHardware("", 0, 80, "AMD Ryzen 9 7950X", 64, "Linux", gpu_count=0),
-    DemoHardware(
-        "NVIDIA GeForce RTX 3090", 48, 936, "AMD Threadripper 3960X", 128, "Linux", gpu_count=2
-    ),
+    _gpu("NVIDIA GeForce RTX 3060", 12, 360, 25, "AMD Ryzen 5 5600X", 32),
+    _gpu("NVIDIA GeForce RTX 4060 Ti", 16, 288, 44, "Intel Core i5-13600K", 32, "Windows"),
+    _gpu("NVIDIA GeForce RTX 3090", 24, 936, 71, "AMD Ryzen 9 5950X", 64),
+    _gpu("NVIDIA GeForce RTX 4070 Ti SUPER", 16, 672, 88, "Intel Core i7-13700K", 32, "Windows"),
+    _gpu("NVIDIA GeForce RTX 4080", 16, 717, 97, "AMD Ryzen 7 7800X3D", 32, "Windows"),
+    _gpu("NVIDIA GeForce RTX 4090", 24, 1008, 165, "AMD Ryzen 9 7950X", 64),
+    _gpu("NVIDIA GeForce RTX 5090", 32, 1792, 209, "AMD Ryzen 9 9950X", 96),
+    _gpu("NVIDIA RTX A6000", 48, 768, 155, "AMD EPYC 7443P", 256),
+    _gpu("NVIDIA L40S", 48, 864, 362, "AMD EPYC 9354", 384),
+    _gpu("NVIDIA A100 80GB PCIe", 80, 1935, 312, "AMD EPYC 7763", 512),
+    _gpu("NVIDIA H100 80GB HBM3", 80, 3350, 989, "Intel Xeon Platinum 8480+", 1024),
+    _gpu("NVIDIA H200", 141, 4800, 989, "Intel Xeon Platinum 8480+", 2048),
+    _gpu("NVIDIA GeForce RTX 3090", 24, 936, 71, "AMD Threadripper 3960X", 128, count=2),
+    _gpu("NVIDIA GeForce RTX 4090", 24, 1008, 165, "AMD Threadripper 7960X", 256, count=2),
+    _gpu("NVIDIA A100 80GB PCIe", 80, 1935, 312, "AMD EPYC 7763", 1024, count=4),
+    _gpu("AMD Radeon RX 7800 XT", 16, 624, 74, "AMD Ryzen 7 7700X", 32),
+    _gpu("AMD Radeon RX 7900 XTX", 24, 960, 123, "AMD Ryzen 7 7800X3D", 32),
+    _gpu("AMD Radeon PRO W7900", 48, 864, 122, "AMD Ryzen 9 7950X", 128),
+    _gpu("AMD Instinct MI300X", 192, 5300, 1307, "AMD EPYC 9654", 1536),
+    _gpu("Intel Arc A770", 16, 560, 39, "Intel Core i7-12700K", 32),
+    _gpu("Intel Arc B580", 12, 456, 58, "Intel Core i5-14400F", 32, "Windows"),
+    _apple("Apple M1 Pro", 32, 200, 5.2),
+    _apple("Apple M2 Max", 64, 400, 13.6),
+    _apple("Apple M2 Max", 96, 400, 13.6),
+    _apple("Apple M3 Max", 128, 400, 16.4),
+    _apple("Apple M4 Pro", 48, 273, 9.2),
+    _apple("Apple M4 Max", 128, 546, 18.4),
+    _apple("Apple M2 Ultra", 192, 800, 27.2),
+    _cpu("AMD Ryzen 9 7950X 16-Core Processor", 64, 83, 2.0, 2),
+    _cpu("13th Gen Intel(R) Core(TM) i7-13700K", 32, 76, 1.5, 2),
+    _cpu("AMD EPYC 7763 64-Core Processor", 512, 204, 4.0, 8),
+    _cpu("Intel(R) Xeon(R) Platinum 8480+", 512, 307, 8.0, 8),
+    DemoHardware("", 0, 0, "", 0, "", 0, provider="openai_compat"),
 ]
+# Engines that run on each kind of machine (vLLM wants a datacentre-style GPU stack).
+ENGINES_FOR_KIND = {
+    "gpu": {"llama.cpp", "ollama", "vllm", "lm-studio"},
+    "apple": {"llama.cpp", "ollama", "lm-studio"},
+    "cpu": {"llama.cpp", "ollama"},
+    "remote": {"vllm", "llama.cpp"},
+}
 
 # (model id, billions of parameters, base quality at full precision)
 MODELS = [
@@ -72,6 +130,8 @@ MODELS = [
     ("smollm2:1.7b", 1.7, 28),
     ("granite3.3:8b", 8.2, 50),
 ]
+# Mixture-of-experts models read only their active parameters per decoded token.
+ACTIVE_PARAMS_B = {"qwen3-coder:30b-a3b": 3.3, "gpt-oss:20b": 3.6}
 # (quant, bits per weight, quality multiplier)
 QUANTS = [
     ("Q4_K_M", 4.85, 0.95),
@@ -152,21 +212,74 @@ def demo_stacks(rng: random.Random, count: int) -> list[DemoStack]:
     return list(stacks.values())
 
 
+def _weight(hw: DemoHardware) -> float:
+    """How often a demo machine is picked: consumer cards and Macs far more than a datacentre."""
+    if hw.kind == "gpu":
+        if hw.bandwidth_gbs > 1500 or hw.gpu_count > 1:
+            return 1.0
+        # The 24 GB cards are what most people run local models on.
+        return 6.0 if hw.vram_gb == 24 and "GeForce" in hw.gpu else 3.0
+    return {"apple": 2.0, "cpu": 1.0, "remote": 1.5}[hw.kind]
+
+
+WEIGHTS = [_weight(hw) for hw in HARDWARE]
+
+
+def fits(hw: DemoHardware, stack: DemoStack) -> bool:
+    if stack.engine not in ENGINES_FOR_KIND[hw.kind]:
+        return False
+    return hw.kind == "remote" or hw.usable_gb() >= stack.params_b * stack.bits / 8 * 1.1
+
+
+def speeds(rng: random.Random, hw: DemoHardware, stack: DemoStack) -> tuple[float, float]:
+    """(decode, prefill) tok/s of the stack on the machine: decode is bound by memory bandwidth
+    over the bytes read per token (active parameters for a mixture of experts), prefill by
+    compute over two FLOPs per active parameter; each at a plausible fraction of its ceiling."""
+    active_b = ACTIVE_PARAMS_B.get(stack.model_id, stack.params_b)
+    active_gb = active_b * stack.bits / 8
+    if hw.kind == "remote":  # someone else's datacentre: fast, and not bound by this machine
+        decode = rng.uniform(40, 160) * (8 / max(active_b, 1)) ** 0.3
+        return decode, decode * rng.uniform(15, 40)
+    bandwidth, tflops = hw.bandwidth_gbs, hw.tflops
+    if hw.gpu_count > 1 and stack.engine == "vllm":  # tensor parallel reads cards at once
+        bandwidth, tflops = bandwidth * hw.gpu_count * 0.75, tflops * hw.gpu_count * 0.75
+    decode = bandwidth / active_gb * rng.uniform(0.55, 0.75) * stack.engine_factor
+    prefill = tflops * 1e12 / (2 * active_b * 1e9) * rng.uniform(0.25, 0.5)
+    return decode, max(prefill, decode * 2)
+
+
+def machines_for(stack: DemoStack) -> list[DemoHardware]:
+    return [hw for hw, _weight in _fitting(stack)]
+
+
+@cache
+def _fitting(stack: DemoStack) -> tuple[tuple[DemoHardware, float], ...]:
+    """The machines a stack fits on, with their weights (asked once per stack: a million-run
+    seed would otherwise spend most of its time here)."""
+    return tuple((hw, w) for hw, w in zip(HARDWARE, WEIGHTS, strict=True) if fits(hw, stack))
+
+
 def demo_run(
-    rng: random.Random, stack: DemoStack, submitter: str, *, index: int, now: datetime | None = None
+    rng: random.Random,
+    stack: DemoStack,
+    submitter: str,
+    *,
+    index: int,
+    now: datetime | None = None,
+    hardware: DemoHardware | None = None,
 ) -> RunRecord | None:
-    """One plausible run of the stack on a random machine it fits on, or None if none does."""
-    size_gb = stack.params_b * stack.bits / 8
-    fitting = [h for h in HARDWARE if (h.vram_gb or h.ram_gb * 0.7) >= size_gb * 1.1]
-    if not fitting:
-        return None
-    hw = rng.choice(fitting)
-    efficiency = rng.uniform(0.55, 0.75) * stack.engine_factor
-    decode = hw.bandwidth_gbs / size_gb * efficiency
+    """One plausible run of the stack on `hardware`, or on a random machine it fits on; None
+    if it fits on none."""
+    hw = hardware
+    if hw is None:
+        pairs = _fitting(stack)
+        if not pairs:
+            return None
+        (hw,) = rng.choices([hw for hw, _ in pairs], weights=[w for _, w in pairs])
+    decode, prefill = speeds(rng, hw, stack)
     samples = [max(0.5, rng.gauss(decode, decode * 0.04)) for _ in range(18)]
     samples.sort()
-    prefill = decode * rng.uniform(8, 30)
-    ttft = 1000 * 512 / prefill
+    ttft = 1000 * 512 / prefill + rng.uniform(5, 40)
     quality = min(98.0, stack.base_quality * stack.quant_factor * rng.uniform(0.93, 1.05))
     suites = {
         name: round(min(100.0, max(0.0, rng.gauss(quality, 9))), 2) for name in V3_CORE_WEIGHTS
@@ -188,18 +301,22 @@ def demo_run(
         client_run_id=f"demo-{index}",
         engine=stack.engine,
         engine_version=stack.engine_version,
-        provider="ollama" if stack.engine == "ollama" else "openai_compat",
+        provider=hw.provider or ("ollama" if stack.engine == "ollama" else "openai_compat"),
         harness=stack.harness,
         harness_version="v1",
         context_length=stack.context_length,
-        hardware=HardwareRecord(
+        hardware=None
+        if hw.kind == "remote"
+        else HardwareRecord(
             cpu=hw.cpu,
             gpu=hw.gpu,
             gpu_count=hw.gpu_count,
             vram_gb=hw.vram_gb or None,
             ram_gb=hw.ram_gb,
             os_name=hw.os_name,
+            memory_channels=hw.memory_channels,
         ),
+        scoring_mode="remote" if hw.kind == "remote" else "local",
         benchmark_version="3.1.0",
         profile="core",
         requested_profile="core",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db import models
 from django.db.models import Q
 
-from runs import normalize
+from runs import identities, labels, normalize
 
 
 class HardwareKind(models.TextChoices):
@@ -13,6 +15,8 @@ class HardwareKind(models.TextChoices):
     APPLE = "apple", "Apple silicon"
     CPU = "cpu", "CPU only"
     REMOTE = "remote", "remote endpoint"
+    # Local runs whose files named no hardware at all (older exports, the speed probe).
+    UNKNOWN = "unknown", "unknown hardware"
 
 
 class HardwareClass(models.Model):
@@ -44,6 +48,17 @@ class HardwareClass(models.Model):
     def __str__(self) -> str:
         return self.label
 
+    @property
+    def has_speed(self) -> bool:
+        """Whether speeds in this class describe one kind of machine (not unknown hardware)."""
+        return self.kind != HardwareKind.UNKNOWN
+
+    @classmethod
+    def for_fields(cls, fields: dict) -> HardwareClass:
+        """The class with these fields (runs.normalize.hardware_class_of and friends), created
+        the first time it is seen."""
+        return identities.ensure_class(cls, fields)
+
 
 class Hardware(models.Model):
     """A normalised machine identity; equal canonical keys are the same machine class."""
@@ -55,6 +70,7 @@ class Hardware(models.Model):
     gpu_count = models.PositiveSmallIntegerField(default=0)
     vram_gb = models.FloatField(null=True, blank=True)
     ram_gb = models.FloatField(null=True, blank=True)
+    memory_channels = models.PositiveSmallIntegerField(null=True, blank=True)
     os = models.CharField(max_length=40, blank=True)
     accelerator = models.CharField(max_length=20, blank=True)
     vram_bucket = models.CharField(max_length=8, blank=True)
@@ -79,20 +95,41 @@ class Hardware(models.Model):
 
     @property
     def label(self) -> str:
-        gpu = self.gpu_model or ""
-        if gpu and self.gpu_count > 1:
-            gpu = f"{self.gpu_count}× {gpu}"
-        if gpu and self.vram_gb and self.gpu_vendor != "apple":
-            gpu = f"{gpu} {self.vram_gb:g} GB"
-        if self.gpu_vendor == "apple" and self.ram_gb:
-            gpu = f"{gpu} {self.ram_gb:g} GB"
-        return gpu or f"CPU only: {self.cpu_model or 'unknown CPU'}"
+        """The machine's class label: '2× RTX 3090 24 GB', 'Apple M2 Max 64 GB',
+        'CPU only: AMD EPYC 7763 · 512 GB'."""
+        return normalize.hardware_class_of(self.identity_fields())["label"]
+
+    def identity_fields(self) -> dict:
+        """The normalised fields its class is derived from (runs.normalize.hardware_class_of)."""
+        return {
+            name: getattr(self, name)
+            for name in (
+                "gpu_model",
+                "gpu_vendor",
+                "gpu_count",
+                "vram_gb",
+                "cpu_model",
+                "ram_gb",
+                "memory_channels",
+            )
+        }
 
     @classmethod
     def for_identity(cls, **fields) -> Hardware:
+        """The machine with this description and its class, each created the first time."""
         identity = normalize.hardware_identity(**fields)
         key = identity.pop("canonical_key")
-        hardware, _ = cls.objects.get_or_create(canonical_key=key, defaults=identity)
+        hardware = cls.objects.filter(canonical_key=key).select_related("hardware_class").first()
+        if hardware is None:
+            hardware_class = HardwareClass.for_fields(normalize.hardware_class_of(identity))
+            hardware, _ = cls.objects.get_or_create(
+                canonical_key=key, defaults={**identity, "hardware_class": hardware_class}
+            )
+        if hardware.hardware_class_id is None:
+            hardware.hardware_class = HardwareClass.for_fields(
+                normalize.hardware_class_of(hardware.identity_fields())
+            )
+            hardware.save(update_fields=["hardware_class"])
         return hardware
 
 
@@ -152,6 +189,14 @@ class Stack(models.Model):
     def short_key(self) -> str:
         return self.comparability_key[:12]
 
+    @staticmethod
+    def distinct_labels(stacks: Iterable[Stack]) -> list[str]:
+        """Labels for stacks shown together (a compare page, a share image, an export), in
+        the order given: each stack's label plus whatever tells it from a neighbour that
+        would otherwise read the same (harness, context, KV type, launch settings, short
+        digest). See runs.labels.distinct_labels."""
+        return labels.distinct_labels(stacks)
+
     @classmethod
     def for_identity(cls, **fields) -> Stack:
         key = normalize.stack_identity(**fields)
@@ -163,13 +208,13 @@ class Stack(models.Model):
             "params_b": parsed["params_b"],
             "param_bucket": normalize.param_bucket(parsed["params_b"]),
             "quantization": normalize.normalise_quant(fields["quantization"]),
-            "model_sha256": fields["model_sha256"],
+            "model_sha256": normalize.normalise_digest(fields["model_sha256"]),
             "engine": fields["engine"],
             "harness": fields["harness"],
             "context_length": fields["context_length"],
             "kv_cache_type": fields["kv_cache_type"],
             "draft_model": normalize.normalise_model_id(fields["draft_model"]),
-            "launch_settings": fields["launch_settings"] or {},
+            "launch_settings": normalize.normalise_launch_settings(fields["launch_settings"]),
         }
         stack, _ = cls.objects.get_or_create(comparability_key=key, defaults=defaults)
         return stack
@@ -326,6 +371,18 @@ class Run(models.Model):
                 name="run_published_stack_rank_idx",
             ),
             models.Index(fields=["hardware", "published"], name="run_hardware_idx"),
+            # A stack's runs per hardware lane (stack pages' lanes and trends), and a class's
+            # runs (charts and lists narrowed to one class).
+            models.Index(
+                fields=["stack", "hardware_class", "score_scale"],
+                condition=Q(published=True),
+                name="run_published_stack_class_idx",
+            ),
+            models.Index(
+                fields=["hardware_class", "score_scale", "-overall_score"],
+                condition=Q(published=True),
+                name="run_published_class_rank_idx",
+            ),
             models.Index(fields=["-started_at"], name="run_started_idx"),
             models.Index(fields=["manifest_hash"], name="run_manifest_idx"),
             # The landing page's "newest verified results".
@@ -481,6 +538,10 @@ class Lane(models.Model):
     best_run = models.ForeignKey(
         Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # What the lane ranks by, copied from its best run so a ranking needs no join: the overall
+    # score on a hardware lane of a scored scale, the quality score on a pooled lane, the
+    # median decode speed on a speed-only lane.
+    best_score = models.FloatField(null=True, blank=True)
     # Medians of the runs' own figures with their 95% intervals (worker.engine.stats
     # .median_interval); null below three runs, where pages say "n too small".
     quality_median = models.FloatField(null=True, blank=True)
@@ -495,6 +556,7 @@ class Lane(models.Model):
     ttft_median = models.FloatField(null=True, blank=True)
     ttft_low = models.FloatField(null=True, blank=True)
     ttft_high = models.FloatField(null=True, blank=True)
+    # When these figures were worked out (a refresh that finds them unchanged keeps the row).
     refreshed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -504,6 +566,11 @@ class Lane(models.Model):
                 name="lane_class_scale_idx",
             ),
             models.Index(fields=["stack", "score_scale"], name="lane_stack_scale_idx"),
+            # A class's ranking (SQLite has no NULLS LAST in an index: rank non-null scores).
+            models.Index(
+                fields=["hardware_class", "score_scale", "benchmark_version", "-best_score"],
+                name="lane_class_rank_idx",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -518,7 +585,11 @@ class Lane(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(hardware_class__isnull=False)
-                | Q(decode_median__isnull=True, prefill_median__isnull=True, ttft_median__isnull=True),
+                | Q(
+                    decode_median__isnull=True,
+                    prefill_median__isnull=True,
+                    ttft_median__isnull=True,
+                ),
                 name="lane_pooled_has_no_speed",
             ),
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 
 _TRADEMARKS = re.compile(r"\((?:r|tm|c)\)|™|®", re.IGNORECASE)
 _GPU_NOISE = re.compile(
@@ -13,7 +14,9 @@ _GPU_NOISE = re.compile(
 )
 _MEMORY_SUFFIX = re.compile(r"\b\d+(?:\.\d+)?\s*gb\b", re.IGNORECASE)
 _CPU_NOISE = re.compile(
-    r"\b(?:cpu|processor|\d+-core|with radeon graphics)\b|@\s*[\d.]+\s*ghz", re.IGNORECASE
+    r"\b(?:cpu|processor|\d+-core|\d+(?:st|nd|rd|th) gen)\b|@\s*[\d.]+\s*ghz"
+    r"|(?:\bwith|\sw/)\s+radeon(?:\s+\w*\d\w*)?\s+graphics\b",
+    re.IGNORECASE,
 )
 _SPACES = re.compile(r"\s+")
 
@@ -97,18 +100,66 @@ def param_bucket(params_b: float | None) -> str:
     return bucket(params_b, PARAM_BUCKETS, PARAM_BUCKET_TOP)
 
 
+# Words that only a CPU's name has: a name with one is a CPU even when it mentions integrated
+# graphics ("AMD Ryzen 7 7840U w/ Radeon 780M Graphics"), and never becomes a GPU.
+_CPU_WORDS = re.compile(
+    r"\b(?:epyc|xeon|ryzen|threadripper|opteron|athlon|celeron|pentium|core\s?(?:i[3579]|ultra)"
+    r"|processor|cpu|ram|neoverse|graviton|altra|snapdragon)\b|\bi[3579]-\d{4,5}",
+    re.IGNORECASE,
+)
+_SYSTEM_MEMORY = re.compile(r"\b\d+(?:\.\d+)?\s*gb\b|\bram\b", re.IGNORECASE)
+_GPU_LIST = re.compile(r"\s*(?:,|\s\+\s)\s*")
+
+
+def looks_like_cpu(name: str) -> bool:
+    """Whether a name (a GPU field, a machine label) describes a CPU, not a GPU."""
+    text = _clean(name)
+    if not text or gpu_vendor(text) == "apple":
+        return False
+    return bool(_CPU_WORDS.search(text))
+
+
+def _gpu_names(gpu: str) -> list[str]:
+    """The canonical names in a GPU field, which may list several ('RTX 3090, RTX 3090')."""
+    return [name for name in (canonical_gpu(part) for part in _GPU_LIST.split(gpu or "")) if name]
+
+
 def hardware_identity(
-    *, cpu: str, gpu: str, gpu_count: int, vram_gb: float | None, ram_gb: float | None, os_name: str
+    *,
+    cpu: str,
+    gpu: str,
+    gpu_count: int,
+    vram_gb: float | None,
+    ram_gb: float | None,
+    os_name: str,
+    memory_channels: int | None = None,
+    vendor: str = "",
 ) -> dict:
-    """Every normalised field of a hardware identity, plus its canonical key."""
-    gpu_name = canonical_gpu(gpu)
+    """Every normalised field of a hardware identity, plus its canonical key.
+
+    `gpu` may list several cards ("A, B", as the v3 CLI writes them); `vram_gb` is all cards'
+    memory together. A CPU's name in `gpu` (an old CLI's machine label) is not a GPU: the
+    machine is CPU-only. `vendor` is the GPU vendor where the name alone does not say it (a
+    stored row whose marketing prefix was stripped: "L4").
+    """
+    if looks_like_cpu(gpu):
+        cpu = cpu or _SPACES.sub(" ", _SYSTEM_MEMORY.sub(" ", _clean(gpu))).strip()
+        gpu = ""
+    names = _gpu_names(gpu)
     cpu_name = canonical_cpu(cpu)
-    vendor = gpu_vendor(gpu) or (gpu_vendor(cpu) if "apple" in (cpu or "").lower() else "")
-    if vendor == "apple" and not gpu_name:
-        gpu_name = canonical_cpu(cpu)
-    count = max(gpu_count, 1) if gpu_name else 0
+    vendor = gpu_vendor(gpu) or (vendor if names else "")
+    vendor = vendor or (gpu_vendor(cpu) if "apple" in (cpu or "").lower() else "")
+    if len(set(names)) == 1:
+        gpu_name, count = names[0], max(gpu_count, len(names), 1)
+    else:
+        gpu_name, count = " + ".join(names), len(names)
+    if vendor == "apple":
+        gpu_name, count = _apple_chip(gpu_name or cpu_name), 1
+    if not gpu_name:
+        count = 0
     vram = round(float(vram_gb), 1) if vram_gb else None
     ram = float(round(ram_gb)) if ram_gb else None
+    channels = int(memory_channels) if memory_channels else None
     identity = {
         "cpu_model": cpu_name,
         "gpu_model": gpu_name,
@@ -116,6 +167,7 @@ def hardware_identity(
         "gpu_count": count,
         "vram_gb": vram,
         "ram_gb": ram,
+        "memory_channels": channels,
         "os": _os_family(os_name),
         "accelerator": ACCELERATOR_FOR_VENDOR.get(vendor, "cpu") if gpu_name else "cpu",
     }
@@ -128,10 +180,215 @@ def hardware_identity(
         identity["os"] or "-",
         identity["accelerator"],
     ]
+    if channels:  # only where known, so that machines recorded without it keep their key
+        key_parts.append(f"ch{channels}")
     identity["canonical_key"] = "|".join(key_parts)[:255]
     identity["vram_bucket"] = vram_bucket(vram)
     identity["ram_bucket"] = ram_bucket(ram)
     return identity
+
+
+# Sizes memory is sold in: a reported size is rounded up to the next one (NVML and the OS
+# report a little less than the card or the DIMMs hold: 23.99 GiB, 503.7 GiB), so one card
+# model with one memory size is one class.
+NOMINAL_VRAM_GB = (
+    2,
+    3,
+    4,
+    6,
+    8,
+    10,
+    11,
+    12,
+    16,
+    20,
+    24,
+    32,
+    40,
+    48,
+    64,
+    80,
+    94,
+    96,
+    128,
+    141,
+    144,
+    180,
+    192,
+    256,
+    288,
+)
+NOMINAL_MEMORY_GB = (
+    4,
+    8,
+    12,
+    16,
+    18,
+    24,
+    32,
+    36,
+    48,
+    64,
+    96,
+    128,
+    192,
+    256,
+    384,
+    512,
+    768,
+    1024,
+    1536,
+    2048,
+    3072,
+    4096,
+    6144,
+    8192,
+)
+_NOMINAL_SLACK = 1.03
+
+
+def nominal_gb(value: float | None, sizes: tuple[int, ...]) -> float | None:
+    """The memory size a reported size stands for: the smallest listed size it does not exceed
+    (by more than a rounding slack); beyond the list, the value rounded."""
+    if not value or value <= 0:
+        return None
+    for size in sizes:
+        if value <= size * _NOMINAL_SLACK:
+            return float(size)
+    return float(round(value))
+
+
+def _class_slug(*parts: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", " ".join(parts).lower()).strip("-")[:120]
+
+
+def hardware_class_of(machine: Mapping) -> dict:
+    """The hardware class a normalised machine belongs to: HardwareClass's fields.
+
+    `machine` holds hardware_identity's fields (a stored Hardware row's values will do):
+    gpu_model, gpu_vendor, gpu_count, vram_gb (all cards), cpu_model, ram_gb, memory_channels.
+    A GPU model with its count and memory per card; an Apple chip with its unified memory; a
+    CPU-only machine by CPU, RAM and memory channels (where known).
+    """
+    gpu, vendor = machine.get("gpu_model") or "", machine.get("gpu_vendor") or ""
+    count = int(machine.get("gpu_count") or 0)
+    if vendor == "apple":
+        chip = gpu or _apple_chip(machine.get("cpu_model") or "")
+        memory = nominal_gb(machine.get("ram_gb") or machine.get("vram_gb"), NOMINAL_MEMORY_GB)
+        size = f" {memory:g} GB" if memory else ""
+        return _hw_class(
+            kind="apple",
+            key=f"apple|{slug(chip)}|{memory or 0:g}",
+            slug=_class_slug(chip, f"{memory:g}gb" if memory else ""),
+            label=f"{chip}{size}",
+            vendor=vendor,
+            chip=chip,
+            memory_gb=memory,
+        )
+    if gpu:
+        count = max(count, 1)
+        total = machine.get("vram_gb")
+        mixed = " + " in gpu
+        # Mixed cards have no one size per card: their class names the total.
+        per_card = nominal_gb(total / (1 if mixed else count), NOMINAL_VRAM_GB) if total else None
+        memory = (per_card if mixed else per_card * count) if per_card else None
+        times = f"{count}× " if count > 1 and not mixed else ""
+        size = (f" · {per_card:g} GB" if mixed else f" {per_card:g} GB") if per_card else ""
+        return _hw_class(
+            kind="gpu",
+            key=f"gpu|{slug(gpu)}|{count}|{per_card or 0:g}",
+            slug=_class_slug(
+                f"{count}x" if times else "", gpu, f"{per_card:g}gb" if per_card else ""
+            ),
+            label=f"{times}{gpu}{size}",
+            vendor=vendor,
+            chip=gpu,
+            count=count,
+            memory_gb=memory,
+        )
+    cpu = machine.get("cpu_model") or ""
+    memory = nominal_gb(machine.get("ram_gb"), NOMINAL_MEMORY_GB)
+    channels = machine.get("memory_channels") or None
+    details = [
+        f"{memory:g} GB" if memory else "",
+        f"{channels} memory channels" if channels else "",
+    ]
+    return _hw_class(
+        kind="cpu",
+        key=f"cpu|{slug(cpu) or '-'}|{memory or 0:g}|{channels or 0}",
+        slug=_class_slug(
+            "cpu",
+            cpu or "unknown",
+            f"{memory:g}gb" if memory else "",
+            f"{channels}ch" if channels else "",
+        ),
+        label=" · ".join([f"CPU only: {cpu or 'unknown CPU'}", *filter(None, details)]),
+        chip=cpu,
+        count=0,
+        memory_gb=memory,
+        memory_channels=channels,
+    )
+
+
+def _hw_class(**fields) -> dict:
+    defaults = {"vendor": "", "chip": "", "count": 1, "memory_gb": None, "memory_channels": None}
+    fields = defaults | fields
+    # Cut to HardwareClass's columns: a long CPU name must not make a run unstorable.
+    return fields | {k: fields[k][:n] for k, n in (("key", 255), ("label", 200), ("chip", 200))}
+
+
+def hardware_class(
+    *,
+    cpu: str,
+    gpu: str,
+    gpu_count: int,
+    vram_gb: float | None,
+    ram_gb: float | None,
+    os_name: str,
+    memory_channels: int | None = None,
+    vendor: str = "",
+) -> dict:
+    """The hardware class of a machine described as hardware_identity takes it."""
+    return hardware_class_of(
+        hardware_identity(
+            cpu=cpu,
+            gpu=gpu,
+            gpu_count=gpu_count,
+            vram_gb=vram_gb,
+            ram_gb=ram_gb,
+            os_name=os_name,
+            memory_channels=memory_channels,
+            vendor=vendor,
+        )
+    )
+
+
+def remote_class(provider: str) -> dict:
+    """The class of runs against a remote or cloud endpoint, whose hardware nobody saw: one per
+    provider. The endpoint's host is never part of it (uploads leave it out as private)."""
+    name = engine_from_provider(provider) if provider else ""
+    return _hw_class(
+        kind="remote",
+        key=f"remote|{slug(name) or '-'}",
+        slug=_class_slug("remote", name or "endpoint"),
+        label=f"Remote endpoint · {name}" if name else "Remote endpoint",
+        chip=name,
+        count=0,
+    )
+
+
+def unknown_class() -> dict:
+    """The class of local runs whose files recorded no hardware at all (older exports)."""
+    return _hw_class(
+        kind="unknown", key="unknown", slug="unknown-hardware", label="Unknown hardware", count=0
+    )
+
+
+def _apple_chip(name: str) -> str:
+    name = _SPACES.sub(" ", re.sub(r"\b(?:gpu|silicon)\b", " ", name, flags=re.I)).strip()
+    if not name:
+        return "Apple Silicon"
+    return name if name.lower().startswith("apple") else f"Apple {name}"
 
 
 def _os_family(os_name: str) -> str:
@@ -206,6 +463,27 @@ def canonical_hash(data: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_HEX_DIGEST = re.compile(r"(?:sha256[:-])?([0-9a-f]{64})")
+
+
+def normalise_digest(digest: str) -> str:
+    """A weights digest as stored: 64 lower-case hex digits, whether it came as a GGUF's sha256
+    or as Ollama's "sha256:…" model digest; anything else is kept lower-cased and trimmed."""
+    text = (digest or "").strip().lower()
+    match = _HEX_DIGEST.fullmatch(text)
+    return match.group(1) if match else text
+
+
+def normalise_launch_settings(settings: dict | None) -> dict:
+    """Launch settings as they enter a stack's identity: unset values (None, "") are left out,
+    so a setting that was not recorded and one recorded as empty are the same stack."""
+    return {
+        str(key): value
+        for key, value in (settings or {}).items()
+        if value is not None and value != ""
+    }
+
+
 def stack_identity(
     *,
     model_id: str,
@@ -218,17 +496,20 @@ def stack_identity(
     draft_model: str,
     launch_settings: dict | None,
 ) -> str:
-    """The comparability key: runs with the same key measured the same thing."""
+    """The comparability key: runs with the same key measured the same thing. It covers
+    everything that changes a result apart from the hardware: the model and its weights
+    digest, quantization, engine, harness, context, KV-cache type, draft model and the
+    recorded launch settings."""
     return canonical_hash(
         {
             "model": normalise_model_id(model_id).lower(),
             "quant": normalise_quant(quantization),
-            "sha256": (model_sha256 or "").lower(),
+            "sha256": normalise_digest(model_sha256),
             "engine": engine,
-            "harness": harness,
+            "harness": harness or "raw",
             "ctx": context_length,
-            "kv": kv_cache_type.lower(),
+            "kv": (kv_cache_type or "").lower(),
             "draft": normalise_model_id(draft_model).lower(),
-            "launch_settings": launch_settings or {},
+            "launch_settings": normalise_launch_settings(launch_settings),
         }
     )

@@ -10,15 +10,17 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from leaderboard import cache as board_cache
-from runs import bulk, limits, normalize
+from runs import bulk, lanes, limits, normalize
 from runs.importers.records import RunRecord
 from runs.models import (
     SPEED_METRICS,
     SPEED_STATS,
     Hardware,
+    HardwareClass,
     Outcome,
     Run,
     ScoreScale,
+    ScoringMode,
     Stack,
     Visibility,
 )
@@ -151,6 +153,7 @@ def _import_batch(
         results.append(result)
     identities = resolve_identities([record for record, *_rest in new])
     runs = []
+    class_ids: dict[str, int] = {}  # the classes of runs without a machine, found once each
     for (record, key, _name, _result), (stack, hardware) in zip(new, identities, strict=True):
         published = is_public(status, record.visibility, record.outcome)
         runs.append(
@@ -162,6 +165,7 @@ def _import_batch(
                 is_demo=False,
                 is_verified=False,
                 published=published,
+                class_ids=class_ids,
             )
         )
     bulk.save_runs([(run, record.suites) for run, (record, *_rest) in zip(runs, new, strict=True)])
@@ -195,11 +199,15 @@ def resolve_identities(records: list[RunRecord]) -> list[tuple[Stack, Hardware |
     machines: dict[str, Hardware | None] = {"": None}
     machines.update(Hardware.objects.in_bulk({m for _, m in keys if m}, field_name="canonical_key"))
     found = []
+    classes: dict[str, int] = {}
     for record, (stack_key, machine_key) in zip(records, keys, strict=True):
         if stack_key not in stacks:
             stacks[stack_key] = _stack_for(record)
-        if machine_key not in machines:
-            machines[machine_key] = _hardware_for(record)
+        if not machine_key:  # the class of a run without a machine exists before its writer
+            _machineless_class(record, classes)
+        machine = machines.get(machine_key)
+        if machine_key not in machines or (machine is not None and not machine.hardware_class_id):
+            machines[machine_key] = _hardware_for(record)  # (a machine without a class gets one)
         found.append((stacks[stack_key], machines[machine_key]))
     return found
 
@@ -251,6 +259,7 @@ def _hardware_fields(record: RunRecord) -> dict:
         "vram_gb": hw.vram_gb,
         "ram_gb": hw.ram_gb,
         "os_name": hw.os_name,
+        "memory_channels": hw.memory_channels,
     }
 
 
@@ -296,12 +305,17 @@ def _new_run(
     is_demo: bool,
     is_verified: bool,
     published: bool,
+    class_ids: dict[str, int] | None = None,
 ) -> Run:
-    """The unsaved run row for a record."""
+    """The unsaved run row for a record, in its machine's hardware class (or, without a
+    machine, the remote endpoint's or the unknown-hardware class)."""
     scored = record.outcome == Outcome.COMPLETE and record.score_scale != ScoreScale.SPEED_ONLY
     return Run(
         stack=stack,
         hardware=hardware,
+        hardware_class_id=(
+            hardware.hardware_class_id if hardware else _machineless_class(record, class_ids)
+        ),
         fingerprint=key,
         client_run_id=record.client_run_id,
         benchmark_id=record.benchmark_id,
@@ -338,6 +352,22 @@ def _new_run(
     )
 
 
+def machineless_class_fields(record: RunRecord) -> dict:
+    """The class of a run no machine was recorded for: a remote endpoint's (by provider) when
+    it was scored remotely, else unknown hardware."""
+    if record.scoring_mode == ScoringMode.REMOTE:
+        return normalize.remote_class(record.provider)
+    return normalize.unknown_class()
+
+
+def _machineless_class(record: RunRecord, class_ids: dict[str, int] | None) -> int:
+    fields = machineless_class_fields(record)
+    cache = {} if class_ids is None else class_ids
+    if fields["key"] not in cache:
+        cache[fields["key"]] = HardwareClass.for_fields(fields).pk
+    return cache[fields["key"]]
+
+
 def is_public(status: str, visibility: str, outcome: str) -> bool:
     """Whether a run with this moderation status, visibility and outcome is on public pages."""
     return (
@@ -365,10 +395,23 @@ _BEST_RUN_ORDER = [
 
 
 def refresh_stack_stats(*, stack_ids: Iterable[int]) -> int:
-    """Recompute each stack's best run and counts from its published runs."""
+    """Recompute each stack's lanes (runs.lanes) and its stack-wide best run and counts from
+    its published runs, holding the stacks' rows so two refreshes of one stack never
+    interleave."""
     ids = sorted(set(stack_ids))
     if not ids:
         return 0
+    with transaction.atomic():
+        list(Stack.objects.select_for_update().filter(id__in=ids).order_by("id").values_list("id"))
+        lanes.refresh_lanes(ids)
+        refreshed = _refresh_stack_rows(ids)
+    board_cache.invalidate()  # the leaderboard reads lanes and best runs
+    return refreshed
+
+
+def _refresh_stack_rows(ids: list[int]) -> int:
+    """Stack.best_run, published_run_count and submitter_count (kept for the pages that still
+    read them; the lanes hold the same per hardware class)."""
     counts = {
         row["stack_id"]: row
         for row in Run.objects.published()
@@ -408,7 +451,6 @@ def refresh_stack_stats(*, stack_ids: Iterable[int]) -> int:
         ["best_run", "published_run_count", "submitter_count", "stats_refreshed_at"],
         batch_size=1000,
     )
-    board_cache.invalidate()  # the default leaderboard view reads best_run
     return len(stacks)
 
 

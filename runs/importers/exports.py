@@ -68,10 +68,11 @@ def _required_name(node: Node) -> str:
 
 
 def _hardware_from_label(label: str) -> HardwareRecord | None:
-    """The export's `machine` is whichever of GPU, CPU or machine id was known."""
+    """The export's `machine` is whichever of GPU, CPU or machine id was known. A CPU's name
+    (even one that mentions its integrated Radeon graphics) is a CPU-only machine."""
     if not label:
         return None
-    if normalize.gpu_vendor(label):
+    if normalize.gpu_vendor(label) and not normalize.looks_like_cpu(label):
         cpu = label if normalize.gpu_vendor(label) == "apple" else ""
         return HardwareRecord(gpu=label, cpu=cpu)
     return HardwareRecord(cpu=label, gpu="", gpu_count=0)

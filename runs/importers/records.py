@@ -119,6 +119,7 @@ class HardwareRecord:
     vram_gb: float | None = None
     ram_gb: float | None = None
     os_name: str = ""
+    memory_channels: int | None = None
 
 
 @dataclass

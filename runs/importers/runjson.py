@@ -46,7 +46,7 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
         client_run_id=node.get("client_run_id", required=False).str(),
         quantization=model.get("quantization", required=False).str()
         or parsed_model["quantization"],
-        model_sha256=model.get("sha256", required=False).str(),
+        model_sha256=_weights_digest(model),
         engine=normalize.engine_from_provider(provider),
         provider=provider,
         harness=node.get("harness", required=False).str(default="raw") or "raw",
@@ -64,7 +64,7 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
         raw_payload=data,
     )
     if machine.value is not None:
-        record.hardware = _hardware(machine)
+        record.hardware = _hardware(machine, node.get("hardware", required=False))
     _apply_launch(record, node, command_used)
     if data.get("status") == "failed":
         record.outcome = "failed"
@@ -85,19 +85,48 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
     return record
 
 
-def _hardware(machine: Node) -> HardwareRecord | None:
+def _hardware(machine: Node, detail: Node) -> HardwareRecord | None:
+    """The machine a run was measured on. `detail` is the bundle's `hardware` block (the
+    CLI's full detection), where it has one."""
     if machine.get("is_remote", required=False).bool():
         return None  # a remote endpoint's hardware is not the submitter's to claim
+    cpu = machine.get("cpu", required=False).str()
     gpu = machine.get("gpu", required=False).str()
     label = machine.get("hardware_label", required=False).str()
+    # The label is a user's override or the CLI's summary: "RTX 4090 24GB", or, on a machine
+    # without a GPU, "AMD EPYC 512GB RAM", which is no GPU at all.
+    if not gpu and label:
+        if normalize.looks_like_cpu(label):
+            cpu = cpu or label
+        elif normalize.gpu_vendor(label):
+            gpu = label
+    channels = machine.get("memory_channels", required=False)
+    if channels.value is None and isinstance(detail.value, dict):
+        channels = detail.get("memory_channels", required=False)
     return HardwareRecord(
-        cpu=machine.get("cpu", required=False).str(),
-        gpu=gpu or label,
+        cpu=cpu,
+        gpu=gpu,
         gpu_count=machine.get("gpu_count", required=False).int() or 1,
         vram_gb=machine.get("gpu_memory_gb", required=False).num(minimum=0, maximum=100_000),
         ram_gb=machine.get("system_memory_gb", required=False).num(minimum=0, maximum=100_000),
         os_name=machine.get("os", required=False).str(),
+        memory_channels=channels.int(minimum=1),
     )
+
+
+def _weights_digest(model: Node) -> str:
+    """The weights' digest: the GGUF's sha256, or Ollama's model digest ("sha256:…")."""
+    for key in ("sha256", "digest"):
+        digest = normalize.normalise_digest(model.get(key, required=False).str())
+        if digest:
+            return digest
+    return ""
+
+
+# Launch keys kept as their own stack fields, and those that describe without changing a
+# result (the model's file name is in the model id; the command is the recipe, with paths).
+_LAUNCH_FIELDS = ("context_length", "kv_cache_type", "draft_model")
+_LAUNCH_NOT_SETTINGS = ("model_file", "command", "command_used", "model_sha256")
 
 
 def _apply_launch(record: RunRecord, node: Node, command_used: str) -> None:
@@ -111,6 +140,17 @@ def _apply_launch(record: RunRecord, node: Node, command_used: str) -> None:
         record.context_length = launch.get("context_length", required=False).int(minimum=1)
         record.kv_cache_type = launch.get("kv_cache_type", required=False).str()
         record.draft_model = launch.get("draft_model", required=False).str()
+        record.launch_settings = normalize.normalise_launch_settings(
+            {
+                key: value
+                for key, value in launch.obj().items()
+                if key not in _LAUNCH_FIELDS and key not in _LAUNCH_NOT_SETTINGS
+            }
+        )
+        if not record.model_sha256:
+            record.model_sha256 = normalize.normalise_digest(
+                launch.get("model_sha256", required=False).str()
+            )
         return
     if "llama-server" in command_used:
         record.engine = "llama.cpp"

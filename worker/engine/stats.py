@@ -168,13 +168,19 @@ def median_interval(values: Iterable[float | None], level: float = 0.95) -> dict
         return {"n": n, "median": None, "low": None, "high": None, "coverage": None}
     # The interval [x(j), x(n-1-j)] (0-based) misses the median with probability
     # 2·P(Bin(n, 1/2) <= j): take the widest j whose miss stays within 1 - level, else min-max.
-    def below(j: int) -> float:
-        return sum(math.comb(n, i) for i in range(j + 1)) / 2**n
-
+    # The binomial tail is summed once, term by term, in exact integers (a lane can hold
+    # thousands of runs: recomputing each tail made this quadratic in n).
+    total = 2**n
+    term = 1  # C(n, 0)
+    tail = 1  # sum of C(n, i) for i <= j
     j = 0
-    while j + 1 < n - 2 - j and 2 * below(j + 1) <= 1 - level:
+    while j + 1 < n - 2 - j:
+        term = term * (n - j) // (j + 1)  # C(n, j + 1)
+        if 2 * (tail + term) / total > 1 - level:
+            break
+        tail += term
         j += 1
-    k, miss = j, 2 * below(j)
+    k, miss = j, 2 * tail / total
     return {
         "n": n,
         "median": percentile(clean, 0.5),

@@ -11,11 +11,25 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from runs import normalize
-from runs.demo import SUBMITTERS, demo_run, demo_stacks
+from runs.demo import (
+    HARDWARE,
+    SUBMITTERS,
+    DemoHardware,
+    demo_run,
+    demo_stacks,
+    fits,
+    machines_for,
+)
 from runs.importers import FormatError, parse_path
 from runs.importers.records import RunRecord
-from runs.models import Hardware, Run, Stack, SuiteResult
-from runs.services import SPEED_FIELDS, fingerprint, import_records, refresh_stack_stats
+from runs.models import Hardware, HardwareClass, Run, Stack, SuiteResult
+from runs.services import (
+    SPEED_FIELDS,
+    fingerprint,
+    import_records,
+    machineless_class_fields,
+    refresh_stack_stats,
+)
 from submissions.models import Channel, Status, Submission
 
 # leaderboard.json is left out: its source repository has no licence (tests only).
@@ -28,6 +42,9 @@ FIXTURE_FILES = [
     "generated/bench_results.jsonl",
 ]
 BATCH = 2000
+REJECTED_SHARE = 0.05
+# How the small demo's uploads fared: the flagged and rejected ones are attempts, not runs.
+DEMO_STATUSES = {Status.APPROVED: 0.88, Status.FLAGGED: 0.04, Status.REJECTED: 0.08}
 
 
 class Command(BaseCommand):
@@ -46,21 +63,47 @@ class Command(BaseCommand):
             self.stdout.write("demo data already present; nothing to do")
             return
         real = self._fixtures()
-        records = []
-        for index, stack in enumerate(demo_stacks(rng, 90)):
-            for attempt in range(rng.randint(1, 5)):
-                record = demo_run(rng, stack, rng.choice(SUBMITTERS), index=index * 10 + attempt)
-                if record:
-                    records.append(record)
-        result = import_records(records, is_demo=True, source_name="seed_demo")
+        by_status: dict[str, list[RunRecord]] = {status: [] for status in DEMO_STATUSES}
+        for record in self._demo_records(rng):
+            status = rng.choices(list(DEMO_STATUSES), weights=list(DEMO_STATUSES.values()))[0]
+            by_status[status].append(record)
+        created, stack_ids = 0, set()
+        for status, records in by_status.items():
+            result = import_records(records, status=status, is_demo=True, source_name="seed_demo")
+            created += len(result.created)
+            stack_ids |= result.stack_ids
         self.stdout.write(
-            f"synthetic demo runs, marked “demo”: {len(result.created)} runs on "
-            f"{len(result.stack_ids)} stacks"
+            f"synthetic demo runs, marked “demo”: {created} runs on {len(stack_ids)} stacks"
         )
         self.stdout.write(
-            f"seeded {real} real and {len(result.created)} synthetic runs"
+            f"seeded {real} real and {created} synthetic runs"
             + ("" if real else " (synthetic only)")
         )
+
+    def _demo_records(self, rng: random.Random) -> list[RunRecord]:
+        """Each demo stack on one to three machines, a few runs on each, so stack pages have
+        lanes with enough runs for a median; every demo machine carries at least one stack."""
+        stacks = demo_stacks(rng, 90)
+        chosen: list[list[DemoHardware]] = []
+        for stack in stacks:
+            machines = machines_for(stack)
+            chosen.append(rng.sample(machines, min(len(machines), rng.randint(1, 3))))
+        for hardware in HARDWARE:
+            if not any(hardware in machines for machines in chosen):
+                fitting = [i for i, stack in enumerate(stacks) if fits(hardware, stack)]
+                if fitting:
+                    chosen[rng.choice(fitting)].append(hardware)
+        records = []
+        for number, (stack, machines) in enumerate(zip(stacks, chosen, strict=True)):
+            for place, hardware in enumerate(machines):
+                for attempt in range(rng.choice([1, 1, 2, 3, 4, 6])):
+                    index = number * 100 + place * 10 + attempt
+                    record = demo_run(
+                        rng, stack, rng.choice(SUBMITTERS), index=index, hardware=hardware
+                    )
+                    if record:
+                        records.append(record)
+        return records
 
     def _fixtures(self) -> int:
         """Import the earlier product's real data files; the number of runs imported."""
@@ -94,6 +137,7 @@ class Command(BaseCommand):
         stacks = demo_stacks(rng, max(50, min(3000, total // 40)))
         offset = Run.objects.count()
         created = 0
+        self._class_ids: dict[str, int] = {}
         hardware_cache: dict[str, Hardware] = {}
         stack_cache: dict[str, Stack] = {}
         while created < total:
@@ -108,15 +152,45 @@ class Command(BaseCommand):
                 if record:
                     record.client_run_id = f"bulk-{offset + created + len(records)}"
                     records.append(record)
-            self._write_batch(records, hardware_cache, stack_cache)
+            # Some uploads are turned down: attempts that count, runs that do not.
+            rejected = [rng.random() < REJECTED_SHARE for _ in records]
+            self._write_batch(records, hardware_cache, stack_cache, rejected)
             created += len(records)
             self.stdout.write(f"  {created}/{total} runs", ending="\r")
+        written = time.perf_counter()
         refresh_stack_stats(stack_ids=[s.id for s in stack_cache.values()])
         elapsed = time.perf_counter() - started
         self.stdout.write(
             f"created {created} runs on {len(stack_cache)} stacks in {elapsed:.1f} s "
-            f"({created / elapsed:.0f} runs/s)"
+            f"({created / elapsed:.0f} runs/s; lanes and stack figures "
+            f"{time.perf_counter() - written:.1f} s of it)"
         )
+
+    def _machine(
+        self, record: RunRecord, hardware_cache: dict[str, Hardware]
+    ) -> tuple[Hardware | None, int]:
+        """The record's machine (None for a remote endpoint) and its hardware class's id."""
+        hw = record.hardware
+        if hw is None:
+            fields = machineless_class_fields(record)
+            key = f"class:{fields['key']}"
+            if key not in self._class_ids:
+                self._class_ids[key] = HardwareClass.for_fields(fields).pk
+            return None, self._class_ids[key]
+        hw_fields = dict(
+            cpu=hw.cpu,
+            gpu=hw.gpu,
+            gpu_count=hw.gpu_count,
+            vram_gb=hw.vram_gb,
+            ram_gb=hw.ram_gb,
+            os_name=hw.os_name,
+            memory_channels=hw.memory_channels,
+        )
+        hw_key = normalize.hardware_identity(**hw_fields)["canonical_key"]
+        if hw_key not in hardware_cache:
+            hardware_cache[hw_key] = Hardware.for_identity(**hw_fields)
+        hardware = hardware_cache[hw_key]
+        return hardware, hardware.hardware_class_id
 
     @transaction.atomic
     def _write_batch(
@@ -124,22 +198,11 @@ class Command(BaseCommand):
         records: list[RunRecord],
         hardware_cache: dict[str, Hardware],
         stack_cache: dict[str, Stack],
+        rejected: list[bool],
     ) -> None:
         runs = []
-        for record in records:
-            hw = record.hardware
-            assert hw is not None
-            hw_fields = dict(
-                cpu=hw.cpu,
-                gpu=hw.gpu,
-                gpu_count=hw.gpu_count,
-                vram_gb=hw.vram_gb,
-                ram_gb=hw.ram_gb,
-                os_name=hw.os_name,
-            )
-            hw_key = normalize.hardware_identity(**hw_fields)["canonical_key"]
-            if hw_key not in hardware_cache:
-                hardware_cache[hw_key] = Hardware.for_identity(**hw_fields)
+        for record, is_rejected in zip(records, rejected, strict=True):
+            hardware, class_id = self._machine(record, hardware_cache)
             stack_fields = dict(
                 model_id=record.model_id,
                 quantization=record.quantization,
@@ -157,7 +220,8 @@ class Command(BaseCommand):
             runs.append(
                 Run(
                     stack=stack_cache[stack_key],
-                    hardware=hardware_cache[hw_key],
+                    hardware=hardware,
+                    hardware_class_id=class_id,
                     fingerprint=fingerprint(record),
                     client_run_id=record.client_run_id,
                     benchmark_version=record.benchmark_version,
@@ -168,6 +232,7 @@ class Command(BaseCommand):
                     manifest_hash=record.manifest_hash,
                     coverage_score=100.0,
                     comparable=True,
+                    scoring_mode=record.scoring_mode,
                     overall_score=record.overall_score,
                     quality_score=record.quality_score,
                     speed_score=record.speed_score,
@@ -180,7 +245,7 @@ class Command(BaseCommand):
                     started_at=record.started_at,
                     total_runtime_sec=record.total_runtime_sec,
                     source_format="demo",
-                    published=True,
+                    published=not is_rejected,
                     is_demo=True,
                     raw_payload={"demo": True},
                     **{name: record.speed.get(name) for name in SPEED_FIELDS},
@@ -192,12 +257,12 @@ class Command(BaseCommand):
                 Submission(
                     run=run,
                     channel=Channel.IMPORT,
-                    status=Status.APPROVED,
+                    status=Status.REJECTED if is_rejected else Status.APPROVED,
                     submitter_name=record.submitter_name,
                     client_run_id=record.client_run_id,
                     source_name="seed_demo --runs",
                 )
-                for run, record in zip(runs, records, strict=True)
+                for run, record, is_rejected in zip(runs, records, rejected, strict=True)
             ],
             batch_size=BATCH,
         )

@@ -1,0 +1,225 @@
+"""Hardware lanes: each stack's published figures per hardware class, score scale and version.
+
+A lane is computed from the stack's published runs with one query per batch of stacks (and
+one for the attempts), grouped here. Speed figures belong to their hardware class; the pooled
+lane (no class) carries quality only, which does not depend on the machine.
+
+The functions take the model classes (LaneModels) so that the data migration can run them on
+its historical models; everything else uses the live ones (LaneModels.live()).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from worker.engine.stats import median_interval
+
+# Stacks refreshed per round of queries: bounded memory however many runs each has.
+BATCH_STACKS = 400
+SCORED = ("v3", "v2")  # scales with a quality score: the ones with a pooled lane
+FIGURES = ("quality", "decode", "prefill", "ttft")
+SPEED_FIGURES = ("decode", "prefill", "ttft")
+
+LaneKey = tuple[int, int | None, str, str]  # stack, hardware class (None: pooled), scale, version
+
+
+@dataclass(frozen=True)
+class LaneModels:
+    run: Any
+    lane: Any
+    hardware_class: Any
+
+    @classmethod
+    def live(cls) -> LaneModels:
+        from runs.models import HardwareClass, Lane, Run
+
+        return cls(run=Run, lane=Lane, hardware_class=HardwareClass)
+
+
+@dataclass
+class _Row:
+    id: int
+    overall: float | None
+    quality: float | None
+    decode: float | None
+    prefill: float | None
+    ttft: float | None
+    started_at: datetime
+    submitter: tuple[str, object]
+
+
+def counted_runs(run_model: Any) -> Any:
+    """The runs a lane's figures come from: published, and on the v3 scale comparable (a v3
+    run that skipped tasks is not ranked; the legacy and speed-only scales have no coverage
+    rule). Every run of a lane, counted or not, is an attempt."""
+    return run_model.objects.filter(published=True).filter(
+        Q(comparable=True) | ~Q(score_scale="v3")
+    )
+
+
+def refresh_lanes(stack_ids: Iterable[int], *, models: LaneModels | None = None) -> int:
+    """Recompute the lanes of these stacks from their runs; the number of lanes kept.
+
+    Call inside a transaction that holds the stacks (runs.services.refresh_stack_stats locks
+    their rows), so two refreshes of one stack do not interleave.
+    """
+    models = models or LaneModels.live()
+    ids = sorted(set(stack_ids))
+    kept = 0
+    for start in range(0, len(ids), BATCH_STACKS):
+        kept += _refresh_batch(ids[start : start + BATCH_STACKS], models)
+    return kept
+
+
+def _refresh_batch(ids: list[int], models: LaneModels) -> int:
+    """One batch of stacks. Lanes whose figures did not change keep their rows; changed ones
+    are written again, with INSERTs (an UPDATE of many rows with different values costs
+    Django's bulk_update a CASE per column, quadratic in the batch)."""
+    now = timezone.now()
+    no_speed = set(
+        models.hardware_class.objects.filter(kind="unknown").values_list("id", flat=True)
+    )
+    attempts = _attempts(ids, models)
+    # Speed is a hardware class's: none on the pooled lane, none on unknown hardware.
+    measured = {key: key[1] is not None and key[1] not in no_speed for key in attempts}
+    wanted = {
+        key: _figures(key, rows, attempts.get(key, 0), speed=measured.get(key, False))
+        for key, rows in _grouped_rows(ids, models).items()
+    }
+    total, stale = len(wanted), []
+    stored = models.lane.objects.filter(stack_id__in=ids).values("id", *KEY_FIELDS, *FIELDS)
+    for lane in stored:
+        key = tuple(lane[name] for name in KEY_FIELDS)
+        figures = wanted.get(key)
+        if figures is not None and all(lane[name] == value for name, value in figures.items()):
+            del wanted[key]  # unchanged
+        else:
+            stale.append(lane["id"])
+    if stale:
+        models.lane.objects.filter(pk__in=stale).delete()
+    models.lane.objects.bulk_create(
+        [
+            models.lane(
+                stack_id=key[0],
+                hardware_class_id=key[1],
+                score_scale=key[2],
+                benchmark_version=key[3],
+                refreshed_at=now,
+                **figures,
+            )
+            for key, figures in wanted.items()
+        ],
+        batch_size=1000,
+    )
+    return total
+
+
+KEY_FIELDS = ("stack_id", "hardware_class_id", "score_scale", "benchmark_version")
+FIELDS = (
+    "run_count",
+    "submitter_count",
+    "attempt_count",
+    "best_run_id",
+    "best_score",
+    *(f"{name}_{part}" for name in FIGURES for part in ("median", "low", "high")),
+)
+
+
+def _grouped_rows(ids: list[int], models: LaneModels) -> dict[LaneKey, list[_Row]]:
+    """Each lane's counted runs: every run in its class's lane, scored ones also pooled."""
+    rows = (
+        counted_runs(models.run)
+        .filter(stack_id__in=ids)
+        .annotate(
+            decode=Coalesce("decode_tps_median", "decode_tps_mean"),
+            prefill=Coalesce("prefill_tps_median", "prefill_tps_mean"),
+            ttft=Coalesce("ttft_ms_median", "ttft_ms_mean"),
+        )
+        .values_list(
+            "stack_id",
+            "hardware_class_id",
+            "score_scale",
+            "benchmark_version",
+            "id",
+            "overall_score",
+            "quality_score",
+            "decode",
+            "prefill",
+            "ttft",
+            "started_at",
+            "submission__submitter_id",
+            "submission__submitter_name",
+        )
+        .order_by()
+        .iterator(chunk_size=5000)
+    )
+    grouped: dict[LaneKey, list[_Row]] = defaultdict(list)
+    for stack, klass, scale, version, *figures, started, user, name in rows:
+        # Counted as Stack.submitter_count counts them: accounts, and imported names.
+        row = _Row(*figures, started, ("user", user) if user is not None else ("name", name))
+        if klass is not None:
+            grouped[(stack, klass, scale, version)].append(row)
+        if scale in SCORED:
+            grouped[(stack, None, scale, version)].append(row)
+    return grouped
+
+
+def _attempts(ids: list[int], models: LaneModels) -> dict[LaneKey, int]:
+    """Every submission per lane, whatever became of it (flagged, rejected, withdrawn, failed)."""
+    counts: dict[LaneKey, int] = defaultdict(int)
+    rows = (
+        models.run.objects.filter(stack_id__in=ids)
+        .values_list("stack_id", "hardware_class_id", "score_scale", "benchmark_version")
+        .annotate(n=Count("submission"))
+        .order_by()
+    )
+    for stack, klass, scale, version, n in rows:
+        if klass is not None:
+            counts[(stack, klass, scale, version)] += n
+        if scale in SCORED:
+            counts[(stack, None, scale, version)] += n
+    return counts
+
+
+def _best(key: LaneKey, rows: list[_Row]) -> tuple[_Row, float | None]:
+    """The lane's best run and the value it ranks by (see runs.models.Lane.best_score)."""
+    if key[1] is None:
+        attribute = "quality"  # pooled: quality alone, speed differs between machines
+    elif key[2] == "speed":
+        attribute = "decode"
+    else:
+        attribute = "overall"
+
+    def order(row: _Row) -> tuple:
+        value = getattr(row, attribute)
+        return (value is None, -(value or 0.0), -row.started_at.timestamp(), row.id)
+
+    best = min(rows, key=order)
+    return best, getattr(best, attribute)
+
+
+def _figures(key: LaneKey, rows: list[_Row], attempts: int, *, speed: bool) -> dict:
+    """A lane's fields from its counted runs (speed figures only where `speed`)."""
+    best, score = _best(key, rows)
+    figures: dict[str, Any] = {
+        "run_count": len(rows),
+        "submitter_count": len({row.submitter for row in rows if row.submitter[1] is not None}),
+        "attempt_count": max(attempts, len(rows)),
+        "best_run_id": best.id,
+        "best_score": score,
+    }
+    for name in FIGURES:
+        found = {"median": None, "low": None, "high": None}
+        if name == "quality" or speed:
+            found = median_interval(getattr(row, name) for row in rows)
+        for part in ("median", "low", "high"):
+            figures[f"{name}_{part}"] = found[part]
+    return figures

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
 from submissions.names import imported_label
+
+if TYPE_CHECKING:
+    from runs.accelerators import Accelerator
 
 
 class Channel(models.TextChoices):
@@ -332,7 +337,7 @@ class AcceleratorOverride(models.Model):
 
     def as_entry(self) -> dict:
         """The row as a data-file entry."""
-        entry = {
+        return {
             "name": self.name,
             "kind": self.kind,
             "memory_gb": self.memory_gb,
@@ -341,9 +346,9 @@ class AcceleratorOverride(models.Model):
             "int8_tops": self.int8_tops,
             "source": self.source,
         }
-        return entry
 
-    def as_accelerator(self):
+    def as_accelerator(self) -> Accelerator:
+        """The row as the plausibility check reads it, validated like a data-file entry."""
         from runs.accelerators import parse_entry
 
         who = self.added_by.get_username() if self.added_by_id else "a moderator"

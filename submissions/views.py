@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from benchloop_site.formlimits import limit_posts, seconds_to_wait, too_many_requests
 from runs import roofline
+from runs.accelerators import Catalog
 from runs.models import Hardware, Run
 from submissions import accelerators, accounts, integrity, services, signin
 from submissions.access import MODERATE_PERMISSION
@@ -337,7 +338,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _missing_hardware(submission: Submission, catalog) -> str:
+def _missing_hardware(submission: Submission, catalog: Catalog) -> str:
     """The machine name to add when this run waits for a ceiling because of its hardware."""
     run = submission.run
     if run.hardware is None or not any(

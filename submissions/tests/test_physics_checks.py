@@ -4,13 +4,17 @@ for unknown machines, and a moderator adding the machine from the queue."""
 from __future__ import annotations
 
 import copy
+import io
+import json
 import re
 
 import pytest
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management import call_command
 from django.test import Client
 from django.utils.html import escape
 
+from runs.accelerators import parse_entry
 from runs.models import Run
 from submissions.accelerators import add_accelerator
 from submissions.models import AcceleratorOverride, Status, Submission, SubmitterProfile
@@ -200,7 +204,7 @@ def test_a_moderator_adds_the_gpu_from_the_queue_and_the_run_gets_its_ceiling(
 
 
 def test_known_hardware_cannot_be_added_again(bob) -> None:
-    with pytest.raises(Exception, match="already known as RTX 4090"):
+    with pytest.raises(ValidationError, match="already known as RTX 4090"):
         add_accelerator(moderator=bob, entry={"name": "GeForce RTX 4090", **_typed()})
 
 
@@ -234,3 +238,13 @@ def test_hostile_hardware_names_are_escaped_in_the_queue_and_the_form(
     for url in ("/moderation/", f"/moderation/hardware/add/?hardware={hardware_id}"):
         html = bob_client.get(url).content.decode()
         assert "<img src=x" not in html and "&lt;img src=x" in html, url
+
+
+def test_additions_export_as_data_file_entries(bob) -> None:
+    add_accelerator(moderator=bob, entry={"name": "RTX 9090", **_typed()})
+    out = io.StringIO()
+    call_command("export_accelerators", stdout=out)
+    [entry] = json.loads(out.getvalue())
+    assert entry["note"].startswith("added from the moderation queue by bob on ")
+    accelerator = parse_entry(entry)  # the file's own validation accepts it
+    assert (accelerator.name, accelerator.bandwidth_gbps) == ("RTX 9090", 2200.0)

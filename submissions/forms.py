@@ -5,7 +5,7 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
-from submissions.models import ApiKey, Status, Submission
+from submissions.models import AcceleratorOverride, ApiKey, Status, Submission
 from submissions.names import RESERVED, skeleton
 
 
@@ -93,4 +93,27 @@ class ReportForm(forms.Form):
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="What looks wrong? Moderators will look again.",
+    )
+
+
+class AcceleratorForm(forms.Form):
+    """A machine the accelerator data lacks; figures from its vendor's spec page."""
+
+    name = forms.CharField(max_length=100, help_text="As the runs name it, e.g. “RTX 4090 D”.")
+    kind = forms.ChoiceField(choices=AcceleratorOverride.Kind.choices)
+    bandwidth_gbps = forms.FloatField(
+        label="Memory bandwidth (GB/s)",
+        min_value=1,
+        max_value=50_000,
+        help_text="CPUs: channels × MT/s × 8 ÷ 1000, for one socket.",
+    )
+    memory_gb = forms.FloatField(label="Memory (GB)", min_value=0.5, max_value=4096, required=False)
+    fp16_tflops = forms.FloatField(
+        label="Peak FP16 dense (TFLOPS)", min_value=0.01, max_value=50_000, required=False
+    )
+    int8_tops = forms.FloatField(
+        label="Peak INT8 dense (TOPS)", min_value=0.01, max_value=100_000, required=False
+    )
+    source = forms.CharField(
+        max_length=300, help_text="The vendor's spec page: its title or address."
     )

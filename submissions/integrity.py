@@ -1,13 +1,20 @@
-"""Checks run on every upload; failures flag the run for a moderator, they never reject it."""
+"""Checks run on every upload; failures flag the run for a moderator, they never reject it.
+
+Speed claims meet two checks (`plausibility`, which the site and bench/integrity_outliers.py
+both call): a physical ceiling from the accelerator data file, which needs no peers, and a robust
+z-score against approved runs of the same model, quantization and engine on the same hardware
+class. The score consistency checks follow from the payload alone.
+"""
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
-from django.db.models import Q
-
+from runs import roofline
+from runs.accelerators import Catalog, catalog
 from runs.importers.records import RunRecord
-from runs.models import Run, ScoreScale
+from runs.models import Hardware, Run, ScoreScale, Stack
 
 # Quality weights of the 3.0.0 profiles (the earlier product's published design).
 V3_QUALITY_WEIGHTS = {
@@ -29,24 +36,230 @@ V3_QUALITY_WEIGHTS = {
         "agent": 0.20,
     },
 }
-# Beyond these no single-stream local run has been seen; such a number is a bug or a lie.
+# Beyond these no single-stream local run has been seen, on any machine.
 PHYSICAL_LIMITS = {"decode_tps_median": 3000.0, "prefill_tps_median": 200_000.0}
 MIN_TTFT_MS = 1.0
 ROBUST_Z_LIMIT = 3.5
 MIN_PEERS = 3
+PEER_LIMIT = 500
+# Honest runs of one stack on one hardware class differ by about this fraction of the median
+# (power limits, clocks, drivers, the rest of the machine), however alike a few peers look.
+PEER_SCALE_FLOOR = 0.10
 SCORE_TOLERANCE = 0.05
 PEER_METRICS = [
     ("decode_tps_median", "decode speed", "tok/s"),
     ("prefill_tps_median", "prefill speed", "tok/s"),
     ("ttft_ms_median", "time to first token", "ms"),
 ]
+# How far above a ceiling a claim may go before it is flagged: the ceiling already takes every
+# input at its generous end, the margin absorbs what it leaves out (a quantization whose tensors
+# are partly smaller than its name says, a card clocked above its reference boost).
+CEILING_MARGIN = 1.25
+# A declared draft model lets the target model verify several tokens per weight read.
+SPECULATIVE_MARGIN = 3.0
+NO_CEILING = "no ceiling known"
 
 
-def check_run(record: RunRecord, *, model_key: str, gpu_model: str) -> list[str]:
+@dataclass(frozen=True)
+class Claim:
+    """The speeds a run claims (medians)."""
+
+    decode_tps: float | None
+    prefill_tps: float | None
+    ttft_ms: float | None
+
+    @classmethod
+    def of_record(cls, record: RunRecord) -> Claim:
+        return cls(*(record.speed.get(field) for field, _label, _unit in PEER_METRICS))
+
+    @classmethod
+    def of_run(cls, run: Run) -> Claim:
+        return cls(run.decode_tps_median, run.prefill_tps_median, run.ttft_ms_median)
+
+    def values(self) -> tuple[float | None, ...]:
+        return (self.decode_tps, self.prefill_tps, self.ttft_ms)
+
+
+def check_run(record: RunRecord, *, stack: Stack, hardware: Hardware | None) -> list[str]:
     """Readable reasons to flag this run; an empty list means nothing looked wrong."""
+    claim = Claim.of_record(record)
     reasons = _physical(record) + _consistency(record)
-    reasons += _against_peers(record, model_key=model_key, gpu_model=gpu_model)
+    if hardware is not None:
+        reasons += plausibility(
+            claim,
+            stack=stack,
+            hardware=hardware,
+            peers=peer_values(stack, hardware),
+            catalog=current_catalog(),
+        )
     return reasons
+
+
+def plausibility(
+    claim: Claim,
+    *,
+    stack: Stack,
+    hardware: Hardware,
+    peers: list[tuple[float | None, ...]],
+    catalog: Catalog,
+) -> list[str]:
+    """The speed checks: the physical ceiling (no peers needed), then the peers. `peers` are
+    (decode, prefill, TTFT) medians of approved runs of the same model, quantization and
+    engine on the same hardware class, newest first, at most PEER_LIMIT."""
+    return physics(claim, stack=stack, hardware=hardware, catalog=catalog) + against_peers(
+        claim, peers, hardware_label=hardware.label
+    )
+
+
+def ceilings_for(
+    stack: Stack, hardware: Hardware, catalog: Catalog
+) -> roofline.Ceilings | roofline.Unknown:
+    return roofline.ceilings(
+        catalog,
+        gpu_model=hardware.gpu_model,
+        gpu_count=hardware.gpu_count,
+        vram_gb=hardware.vram_gb,
+        cpu_model=hardware.cpu_model,
+        model_id=stack.model_id,
+        params_b=stack.params_b,
+        quantization=stack.quantization,
+    )
+
+
+def physics(claim: Claim, *, stack: Stack, hardware: Hardware, catalog: Catalog) -> list[str]:
+    """Flags for claims above the roofline, each with its arithmetic; "no ceiling known" when
+    the machine or the model is not known (the run waits for a moderator, it is not refused)."""
+    if claim.decode_tps is None and claim.prefill_tps is None:
+        return []
+    found = ceilings_for(stack, hardware, catalog)
+    if isinstance(found, roofline.Unknown):
+        advice = "; a moderator can add it from the queue" if found.hardware_name else ""
+        return [f"{NO_CEILING}: {found.reason}{advice}"]
+    margin, why = CEILING_MARGIN, ""
+    if stack.draft_model:
+        margin, why = (
+            SPECULATIVE_MARGIN,
+            f", speculative decoding declared (draft {stack.draft_model})",
+        )
+    reasons = []
+    if claim.decode_tps is not None and claim.decode_tps > margin * found.decode_tps:
+        reasons.append(
+            f"decode {_tps(claim.decode_tps)} tok/s > ceiling {_tps(found.decode_tps)} tok/s = "
+            f"{roofline.figure(found.source.bandwidth_gbps)} GB/s ÷ {_gb(found.active_gb)} GB "
+            f"active weights ({_machine(found, 'bandwidth_gbps')}; {_weights(found)}; "
+            f"flagged above {margin:g}× the ceiling{why})"
+        )
+    prefill = found.prefill_tps
+    if claim.prefill_tps is not None and prefill and claim.prefill_tps > CEILING_MARGIN * prefill:
+        peak, unit = found.peak
+        count = f"{found.source.count} × " if found.source.count > 1 else ""
+        reasons.append(
+            f"prefill {_tps(claim.prefill_tps)} tok/s > ceiling {_tps(prefill)} tok/s = "
+            f"{count}{roofline.figure(peak)} {unit} ÷ (2 × {found.weights.active_b:g}B active "
+            f"params) ({_machine(found, 'fp16_tflops')}; flagged above {CEILING_MARGIN:g}× "
+            "the ceiling)"
+        )
+    return reasons
+
+
+def within_ceiling_note(claim: Claim, found: roofline.Ceilings) -> str:
+    """What a moderator reads once a ceiling exists for a run that had none."""
+    decode = (
+        f"decode {_tps(claim.decode_tps)} tok/s is within the ceiling "
+        f"{_tps(found.decode_tps)} tok/s = {roofline.figure(found.source.bandwidth_gbps)} GB/s ÷ "
+        f"{_gb(found.active_gb)} GB active weights"
+        if claim.decode_tps is not None
+        else "no decode speed claimed"
+    )
+    return f"checked after {found.source.accelerator.name} was added: {decode}"
+
+
+def _machine(found: roofline.Ceilings, figure: str) -> str:
+    source = found.source
+    text = source.label
+    if source.count > 1 and figure == "bandwidth_gbps":
+        text += f": {source.bandwidth_text()}"
+    origin = source.accelerator.origin
+    where = "" if origin == "data file" else f" ({origin})"
+    return f"{text}, {source.accelerator.source_of(figure)}{where}"
+
+
+def _weights(found: roofline.Ceilings) -> str:
+    bits = found.bits
+    if bits.assumed:
+        how = f"quantization not stated, so the smallest format's {bits.bits:g} bits/weight"
+    else:
+        how = f"{bits.bits:g} bits/weight ({bits.label})"
+    return f"{found.weights.note} × {how}"
+
+
+def _tps(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _gb(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def against_peers(
+    claim: Claim, peers: list[tuple[float | None, ...]], *, hardware_label: str
+) -> list[str]:
+    """Robust z-score (median and MAD) against the peers' medians, metric by metric."""
+    reasons = []
+    for index, (_field, label, unit) in enumerate(PEER_METRICS):
+        value = claim.values()[index]
+        values = [row[index] for row in peers if row[index] is not None]
+        if value is None or len(values) < MIN_PEERS:
+            continue
+        median = statistics.median(values)
+        mad = statistics.median(abs(v - median) for v in values)
+        # A few peers' MAD can be near 0 (three runs from one machine): the scale never drops
+        # below the spread honest runs of one stack on one hardware class show.
+        scale = max(1.4826 * mad, PEER_SCALE_FLOOR * median)
+        if scale <= 0:
+            continue
+        z = (value - median) / scale
+        if abs(z) > ROBUST_Z_LIMIT:
+            ratio = value / median if median else float("inf")
+            reasons.append(
+                f"{label} {value:,.1f} {unit} is {ratio:.1f}× the median of {len(values)} "
+                f"approved peers on {hardware_label} ({median:,.1f} {unit}; robust z = {z:+.1f})"
+            )
+    return reasons
+
+
+def hardware_class(hardware: Hardware) -> dict[str, object]:
+    """The fields that make two machines like hardware: the GPU model and how many of it, or
+    for a machine without a GPU its CPU model."""
+    if hardware.gpu_model:
+        return {"gpu_model": hardware.gpu_model, "gpu_count": hardware.gpu_count}
+    return {"gpu_model": "", "cpu_model": hardware.cpu_model}
+
+
+def peer_values(stack: Stack, hardware: Hardware) -> list[tuple[float | None, ...]]:
+    """Approved runs of the same model, quantization and engine on the same hardware class."""
+    if not (hardware.gpu_model or hardware.cpu_model):
+        return []
+    like = {f"hardware__{name}": value for name, value in hardware_class(hardware).items()}
+    return list(
+        Run.objects.published()
+        .filter(
+            stack__model_id__iexact=stack.model_id,
+            stack__quantization=stack.quantization,
+            stack__engine=stack.engine,
+            **like,
+        )
+        .order_by("-started_at")
+        .values_list(*[field for field, _label, _unit in PEER_METRICS])[:PEER_LIMIT]
+    )
+
+
+def current_catalog() -> Catalog:
+    """The data file with the moderators' additions in front."""
+    from submissions.models import AcceleratorOverride
+
+    rows = AcceleratorOverride.objects.select_related("added_by").order_by("-created_at")
+    return catalog().with_entries([row.as_accelerator() for row in rows])
 
 
 def _physical(record: RunRecord) -> list[str]:
@@ -109,41 +322,5 @@ def _consistency(record: RunRecord) -> list[str]:
         if suite.tasks and suite.task_count != len(suite.tasks):
             reasons.append(
                 f"suite {suite.suite} claims {suite.task_count} tasks but lists {len(suite.tasks)}"
-            )
-    return reasons
-
-
-def _against_peers(record: RunRecord, *, model_key: str, gpu_model: str) -> list[str]:
-    """Robust z-score (median and MAD) against approved runs of the same model, quant and GPU."""
-    if not gpu_model:
-        return []
-    peers = (
-        Run.objects.published()
-        .filter(
-            Q(stack__model_id__iexact=model_key),
-            stack__quantization=record.quantization.upper(),
-            hardware__gpu_model=gpu_model,
-        )
-        .values_list(*[field for field, _label, _unit in PEER_METRICS])[:500]
-    )
-    rows = list(peers)
-    reasons = []
-    for index, (field, label, unit) in enumerate(PEER_METRICS):
-        value = record.speed.get(field)
-        values = [row[index] for row in rows if row[index] is not None]
-        if value is None or len(values) < MIN_PEERS:
-            continue
-        median = statistics.median(values)
-        mad = statistics.median(abs(v - median) for v in values)
-        # With identical peers the MAD is 0; fall back to 5% of the median as the scale.
-        scale = 1.4826 * mad if mad > 0 else 0.05 * median
-        if scale <= 0:
-            continue
-        z = (value - median) / scale
-        if abs(z) > ROBUST_Z_LIMIT:
-            ratio = value / median if median else float("inf")
-            reasons.append(
-                f"{label} {value:,.1f} {unit} is {ratio:.1f}× the median of {len(values)} "
-                f"approved peers on {gpu_model} ({median:,.1f} {unit}; robust z = {z:+.1f})"
             )
     return reasons

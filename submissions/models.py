@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
 from submissions.names import imported_label
+
+if TYPE_CHECKING:
+    from runs.accelerators import Accelerator
 
 
 class Channel(models.TextChoices):
@@ -290,3 +295,61 @@ class UploadAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt on stack {self.stack_id}"
+
+
+class AcceleratorOverride(models.Model):
+    """A moderator's addition to runs/data/accelerators.json, kept in the database.
+
+    The site never writes its own code files: in production they are part of a read-only image
+    shared by several processes, and a file written at run time would be lost at the next
+    deploy. A row here counts at once for every process; `manage.py export_accelerators` prints
+    the rows as data-file entries, to be reviewed and committed like any other change.
+    """
+
+    class Kind(models.TextChoices):
+        GPU = "gpu", "GPU"
+        APPLE = "apple", "Apple chip"
+        CPU = "cpu", "CPU"
+
+    name = models.CharField(max_length=100)
+    # runs.accelerators.name_key(name): one row per product, whatever its spelling.
+    name_key = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    memory_gb = models.FloatField(null=True, blank=True)
+    bandwidth_gbps = models.FloatField()
+    fp16_tflops = models.FloatField(null=True, blank=True)
+    int8_tops = models.FloatField(null=True, blank=True)
+    source = models.CharField(max_length=300)
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(bandwidth_gbps__gt=0), name="acceleratoroverride_bandwidth_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.bandwidth_gbps:g} GB/s)"
+
+    def as_entry(self) -> dict:
+        """The row as a data-file entry."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "memory_gb": self.memory_gb,
+            "bandwidth_gbps": self.bandwidth_gbps,
+            "fp16_tflops": self.fp16_tflops,
+            "int8_tops": self.int8_tops,
+            "source": self.source,
+        }
+
+    def as_accelerator(self) -> Accelerator:
+        """The row as the plausibility check reads it, validated like a data-file entry."""
+        from runs.accelerators import parse_entry
+
+        who = self.added_by.get_username() if self.added_by_id else "a moderator"
+        return parse_entry(self.as_entry(), origin=f"added by {who}")

@@ -214,11 +214,10 @@ def _create(
     is_verified: bool,
 ) -> Submission:
     stack, hardware = run_identity(record)
-    gpu_model = hardware.gpu_model if hardware else ""
     reasons = (
         []
         if channel == Channel.LAB_JOB
-        else integrity.check_run(record, model_key=stack.model_id, gpu_model=gpu_model)
+        else integrity.check_run(record, stack=stack, hardware=hardware)
     )
     status = _initial_status(channel, submitter, reasons)
     # Published from its INSERT, not by an UPDATE after it.

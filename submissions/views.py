@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import User
 from django.contrib.auth.views import LoginView, PasswordResetView
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
@@ -17,13 +18,22 @@ from django.urls import reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from benchloop_site.formlimits import limit_posts, seconds_to_wait, too_many_requests
-from runs.models import Run
-from submissions import accounts, services, signin
+from runs import roofline
+from runs.accelerators import Catalog
+from runs.models import Hardware, Run
+from submissions import accelerators, accounts, integrity, services, signin
 from submissions.access import MODERATE_PERMISSION
-from submissions.forms import ApiKeyForm, DecisionForm, DeviceCodeForm, ReportForm, SignupForm
+from submissions.forms import (
+    AcceleratorForm,
+    ApiKeyForm,
+    DecisionForm,
+    DeviceCodeForm,
+    ReportForm,
+    SignupForm,
+)
 from submissions.models import (
     ApiKey,
     Channel,
@@ -299,16 +309,25 @@ def queue(request: HttpRequest) -> HttpResponse:
         .order_by("created_at")
     ):
         reports.setdefault(item.run_id, []).append(item)
+    catalog = integrity.current_catalog()
     for s in rows:
         s.open_reports = reports.get(s.run_id, [])
         # Nobody moderates their own runs: the row shows it and offers no action.
         s.is_own = s.submitter_id == request.user.pk
+        s.missing_hardware = _missing_hardware(s, catalog)
     return render(
         request,
         "submissions/queue.html",
         {
             "page": page,
-            "rows": [(s, peers.get(s.run.stack_id), attempts.get(s.run.stack_id, 0)) for s in rows],
+            "rows": [
+                (
+                    s,
+                    peers.get(_peer_key(s.run.stack_id, s.run.hardware)),
+                    attempts.get(s.run.stack_id, 0),
+                )
+                for s in rows
+            ],
             "any_actionable": any(not s.is_own for s in rows),
             "status": status,
             "channel": channel,
@@ -319,17 +338,45 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _peer_medians(runs: list[Run]) -> dict[int, dict]:
-    """Approved runs of the same stacks, for side-by-side evidence (one query)."""
+def _missing_hardware(submission: Submission, catalog: Catalog) -> str:
+    """The machine name to add when this run waits for a ceiling because of its hardware."""
+    run = submission.run
+    if run.hardware is None or not any(
+        reason.startswith(integrity.NO_CEILING) for reason in submission.flag_reasons
+    ):
+        return ""
+    found = integrity.ceilings_for(run.stack, run.hardware, catalog)
+    return found.hardware_name if isinstance(found, roofline.Unknown) else ""
+
+
+def _peer_key(stack_id: int, hardware: Hardware | None) -> tuple:
+    """Peers are runs of the same stack on the same hardware class (integrity's rule)."""
+    if hardware is None:
+        return (stack_id, None)
+    return (stack_id, tuple(sorted(integrity.hardware_class(hardware).items())))
+
+
+def _peer_medians(runs: list[Run]) -> dict[tuple, dict]:
+    """Approved runs of the same stacks on the same hardware class, for side-by-side evidence
+    (one query): a median over other machines would say nothing about this one."""
     import statistics
 
-    values: dict[int, list] = {}
-    for stack_id, decode, ttft in (
+    values: dict[tuple, list] = {}
+    for stack_id, hardware_id, gpu, count, cpu, decode, ttft in (
         Run.objects.published()
         .filter(stack_id__in={r.stack_id for r in runs})
-        .values_list("stack_id", "decode_tps_median", "ttft_ms_median")
+        .values_list(
+            "stack_id",
+            "hardware_id",
+            "hardware__gpu_model",
+            "hardware__gpu_count",
+            "hardware__cpu_model",
+            "decode_tps_median",
+            "ttft_ms_median",
+        )
     ):
-        values.setdefault(stack_id, []).append((decode, ttft))
+        machine = Hardware(gpu_model=gpu, gpu_count=count, cpu_model=cpu) if hardware_id else None
+        values.setdefault(_peer_key(stack_id, machine), []).append((decode, ttft))
     result = {}
     for stack_id, pairs in values.items():
         decodes = [d for d, _ in pairs if d is not None]
@@ -398,3 +445,36 @@ def trust(request: HttpRequest, user_id: int) -> HttpResponse:
         request, f"{user.get_username()} is now {'trusted' if trusted else 'untrusted'}."
     )
     return redirect(_safe_next(request, "submissions:queue"))
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required(MODERATE_PERMISSION, raise_exception=True)
+def add_hardware(request: HttpRequest) -> HttpResponse:
+    """Add a machine the accelerator data lacks, prefilled from a queued run's hardware; the
+    runs waiting on it get their ceiling at once (submissions.accelerators)."""
+    hardware = None
+    if request.GET.get("hardware", "").isdigit():
+        hardware = Hardware.objects.filter(pk=int(request.GET["hardware"])).first()
+    initial = {}
+    if hardware is not None:
+        name, kind = accelerators.hardware_name(hardware)
+        memory = hardware.vram_gb if kind == "gpu" else hardware.ram_gb if kind == "apple" else None
+        initial = {"name": name, "kind": kind, "memory_gb": memory}
+    form = AcceleratorForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            row, rechecked = accelerators.add_accelerator(
+                moderator=request.user, entry=form.cleaned_data
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(
+                request,
+                f"{row.name} added ({row.bandwidth_gbps:g} GB/s); "
+                f"{rechecked} waiting run{'s' if rechecked != 1 else ''} rechecked.",
+            )
+            return redirect("submissions:queue")
+    return render(request, "submissions/add_hardware.html", {"form": form, "hardware": hardware})

@@ -1,0 +1,130 @@
+"""Roofline ceilings: bits per weight, active parameters, and the ceilings they give."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs import normalize, roofline
+from runs.accelerators import catalog
+
+
+@pytest.mark.parametrize(
+    ("quant", "bits"),
+    [
+        ("Q4_K_M", 4.5), ("Q4_K_S", 4.5), ("Q4_0", 4.5), ("Q5_K_M", 5.5), ("Q6_K", 6.5625),
+        ("Q8_0", 8.5), ("Q3_K_L", 3.4375), ("Q2_K", 2.625), ("IQ2_XXS", 2.0625),
+        ("IQ3_XXS", 3.0625), ("IQ4_XS", 4.25), ("IQ1_S", 1.5625), ("F16", 16), ("BF16", 16),
+        ("mlx-4bit", 4.25), ("mlx-8bit", 8.25), ("AWQ", 4), ("GPTQ", 4), ("FP8", 8),
+        ("UD-Q4_K_XL", 4.5), ("MXFP4", 4.25),
+    ],
+)  # fmt: skip
+def test_bits_per_weight_of_each_format(quant, bits) -> None:
+    found = roofline.bits_per_weight(normalize.normalise_quant(quant))
+    assert (found.bits, found.assumed) == (bits, False)
+
+
+def test_an_unstated_quantization_assumes_the_smallest_format_and_says_so() -> None:
+    found = roofline.bits_per_weight("", "example-model:8b")
+    assert found.assumed and found.bits == min(roofline.QUANT_BITS.values()) == 1.5625
+    # The model file's name counts when the field is blank.
+    assert roofline.bits_per_weight("", "Meta-Llama-3.1-8B-Instruct-Q8_0.gguf").bits == 8.5
+
+
+@pytest.mark.parametrize(
+    ("model_id", "total", "active"),
+    [
+        ("qwen3:30b-a3b", 30.5, 3.3),
+        ("qwen3:30b", 30.5, 3.3),  # Ollama's tag for the same MoE
+        ("Qwen3-Next-80B-A3B-Instruct", 80, 3),
+        ("mixtral:8x7b", 46.7, 12.9),
+        ("foo-moe-16x3b", 48, 3),  # unknown routing: at least one expert
+        ("gpt-oss:20b", 20.9, 3.6),
+        ("deepseek-r1:671b", 671, 37),
+        ("deepseek-r1:8b", 8, 8),  # the distill is dense
+        ("DeepSeek-R1-Distill-Qwen-32B", 32, 32),
+        ("Llama-4-Scout-17B-16E-Instruct", 109, 17),
+        ("qwen3:32b", 32, 32),
+    ],
+)
+def test_active_parameters_of_dense_and_moe_models(model_id, total, active) -> None:
+    weights = roofline.model_weights(model_id, normalize.parse_model(model_id)["params_b"])
+    assert (weights.total_b, weights.active_b) == (total, active)
+
+
+def test_no_size_means_no_weights() -> None:
+    assert roofline.model_weights("my-finetune", None) is None
+
+
+def _ceilings(**fields) -> roofline.Ceilings | roofline.Unknown:
+    base = {
+        "gpu_model": "RTX 4090", "gpu_count": 1, "vram_gb": 24.0, "cpu_model": "AMD Ryzen 9 7950X",
+        "model_id": "llama3.1:8b", "params_b": 8.0, "quantization": "Q4_K_M",
+    }  # fmt: skip
+    return roofline.ceilings(catalog(), **{**base, **fields})
+
+
+def test_the_issue_s_example_an_8b_q4_on_an_rtx_4090() -> None:
+    found = _ceilings()
+    assert found.active_gb == 4.5  # 8B × 4.5 bits ÷ 8
+    assert found.decode_tps == pytest.approx(224.0)  # 1,008 GB/s ÷ 4.5 GB
+    # Prefill: 660.6 INT8 TOPS (quantized weights) ÷ (2 × 8B).
+    assert found.peak == (660.6, "INT8 TOPS")
+    assert found.prefill_tps == pytest.approx(660.6e12 / 16e9)
+
+
+def test_fp16_weights_use_the_fp16_peak() -> None:
+    found = _ceilings(quantization="F16")
+    assert found.peak == (330.3, "FP16 TFLOPS") and found.decode_tps == pytest.approx(1008 / 16)
+
+
+def test_moe_counts_only_active_weights() -> None:
+    dense = _ceilings(model_id="qwen3:32b", params_b=32.0)
+    moe = _ceilings(model_id="qwen3:30b-a3b", params_b=30.0)
+    assert moe.decode_tps == pytest.approx(1008 / (3.3 * 4.5 / 8))
+    assert moe.decode_tps > 9 * dense.decode_tps
+
+
+def test_multi_gpu_sums_bandwidth_as_if_tensor_parallel() -> None:
+    one = _ceilings(gpu_model="RTX 3090")
+    two = _ceilings(gpu_model="RTX 3090", gpu_count=2)
+    assert two.decode_tps == pytest.approx(2 * one.decode_tps)
+    assert two.source.bandwidth_text() == (
+        "2 × 936 GB/s = 1,872 GB/s, summed as if tensor-parallel"
+    )
+
+
+def test_cpu_only_and_apple_machines() -> None:
+    cpu = _ceilings(gpu_model="", gpu_count=0, vram_gb=None, cpu_model="AMD EPYC 9654")
+    assert cpu.source.label == "EPYC 9654, one socket"
+    assert cpu.decode_tps == pytest.approx(460.8 / 4.5) and cpu.prefill_tps is None
+    apple = _ceilings(
+        gpu_model="Apple M2 Ultra", cpu_model="Apple M2 Ultra", quantization="mlx-4bit"
+    )
+    assert apple.decode_tps == pytest.approx(800 / (8 * 4.25 / 8))
+
+
+def test_a_big_server_cpu_bounds_a_small_gpu_machine() -> None:
+    found = _ceilings(gpu_model="RTX 3060", vram_gb=12.0, cpu_model="AMD EPYC 9654")
+    assert found.source.accelerator.name == "EPYC 9654"  # 460.8 GB/s beats the card's 360
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason", "hardware"),
+    [
+        (
+            {"gpu_model": "RTX 9090"},
+            "GPU 'RTX 9090' is not in the accelerator data file",
+            "RTX 9090",
+        ),
+        (
+            {"gpu_model": "", "cpu_model": "Loongson 3A6000"},
+            "CPU 'Loongson 3A6000'",
+            "Loongson 3A6000",
+        ),
+        ({"model_id": "my-finetune", "params_b": None}, "parameter count of 'my-finetune'", ""),
+    ],
+)
+def test_unknown_hardware_or_model_gives_no_ceiling(fields, reason, hardware) -> None:
+    found = _ceilings(**fields)
+    assert isinstance(found, roofline.Unknown)
+    assert reason in found.reason and found.hardware_name == hardware

@@ -153,7 +153,7 @@ class Lane:
             self.stack.model_id.lower(),
             self.stack.quantization,
             self.stack.engine,
-            tuple(sorted(integrity.hardware_class(self.hardware).items())),
+            integrity.hardware_class(self.hardware),
         )
 
 
@@ -329,7 +329,7 @@ def summarise(dataset: list[Run], world: World, seconds: float) -> dict:
     # Counted from the peers each outlier met, not from how it was planted.
     sparse = [run for run in fakes if run.peers < integrity.MIN_PEERS]
     classes = {
-        tuple(sorted(integrity.hardware_class(run.lane.hardware).items())) for run in dataset
+        integrity.hardware_class(run.lane.hardware) for run in dataset
     }
     models = {run.lane.stack.model_id for run in dataset}
     moe = {

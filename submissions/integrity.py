@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from runs import roofline
+from runs import normalize, roofline
 from runs.accelerators import Catalog, catalog
 from runs.importers.records import RunRecord
 from runs.models import Hardware, Run, ScoreScale, Stack
@@ -228,26 +228,23 @@ def against_peers(
     return reasons
 
 
-def hardware_class(hardware: Hardware) -> dict[str, object]:
-    """The fields that make two machines like hardware: the GPU model and how many of it, or
-    for a machine without a GPU its CPU model."""
-    if hardware.gpu_model:
-        return {"gpu_model": hardware.gpu_model, "gpu_count": hardware.gpu_count}
-    return {"gpu_model": "", "cpu_model": hardware.cpu_model}
+def hardware_class(hardware: Hardware) -> str:
+    """The key of the hardware class the machine belongs to (runs.normalize.hardware_class_of,
+    the site's one rule): runs on the same class are peers."""
+    return normalize.hardware_class_of(hardware.identity_fields())["key"]
 
 
 def peer_values(stack: Stack, hardware: Hardware) -> list[tuple[float | None, ...]]:
     """Approved runs of the same model, quantization and engine on the same hardware class."""
     if not (hardware.gpu_model or hardware.cpu_model):
         return []
-    like = {f"hardware__{name}": value for name, value in hardware_class(hardware).items()}
     return list(
         Run.objects.published()
         .filter(
             stack__model_id__iexact=stack.model_id,
             stack__quantization=stack.quantization,
             stack__engine=stack.engine,
-            **like,
+            hardware_class__key=hardware_class(hardware),
         )
         .order_by("-started_at")
         .values_list(*[field for field, _label, _unit in PEER_METRICS])[:PEER_LIMIT]

@@ -353,7 +353,7 @@ def _peer_key(stack_id: int, hardware: Hardware | None) -> tuple:
     """Peers are runs of the same stack on the same hardware class (integrity's rule)."""
     if hardware is None:
         return (stack_id, None)
-    return (stack_id, tuple(sorted(integrity.hardware_class(hardware).items())))
+    return (stack_id, integrity.hardware_class(hardware))
 
 
 def _peer_medians(runs: list[Run]) -> dict[tuple, dict]:

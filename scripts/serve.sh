@@ -89,13 +89,18 @@ trap 'kill "$WORKER_PID" 2>/dev/null; wait "$WORKER_PID" 2>/dev/null' EXIT INT T
 
 ADMIN_ENV=""
 [ -n "${BENCHLOOP_VAR_DIR:-}" ] && ADMIN_ENV="BENCHLOOP_VAR_DIR=$BENCHLOOP_VAR_DIR "
-cat <<EOF
-==> BenchLoop is starting at $URL/  (health: $URL/healthz; Ctrl-C stops)
+echo "==> BenchLoop is starting at $URL/  (health: $URL/healthz; Ctrl-C stops)"
+admins="$(python manage.py shell -v 0 -c 'from django.contrib.auth.models import User; print(User.objects.filter(is_superuser=True, is_active=True).count())')"
+if [ "$admins" = "0" ]; then
+  cat <<EOF
 ==> To moderate uploads, create an admin (once) in another terminal:
       ${ADMIN_ENV}$VENV/bin/python $ROOT/manage.py createsuperuser
     then sign in at $URL/account/login/ and open $URL/moderation/
     (or start with DJANGO_SUPERUSER_USERNAME and DJANGO_SUPERUSER_PASSWORD set).
 EOF
+else
+  echo "==> Admins sign in at $URL/account/login/; the moderation queue is $URL/moderation/"
+fi
 # waitress reads whole requests before a thread sees them: slow clients cannot take the site
 # down (benchloop_site/server.py; the drill is bench/slowloris.py).
 python -m benchloop_site.server --listen "$HOST:$PORT"

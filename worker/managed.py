@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -19,6 +20,21 @@ class ManagedServerError(RuntimeError):
     """The recipe's server could not be started; the message says why, with its log tail."""
 
 
+def stop_process_group(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM to the process's whole group (it was started in a session of its own), then
+    SIGKILL to whatever is still there after `grace` seconds."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace)
+
+
 @dataclass
 class ManagedServer:
     process: subprocess.Popen
@@ -26,14 +42,7 @@ class ManagedServer:
     log_path: Path
 
     def stop(self, grace: float = 10.0) -> None:
-        if self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=grace)
+        stop_process_group(self.process, grace)
 
     def log_tail(self, lines: int = 15) -> str:
         try:

@@ -15,7 +15,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import httpx
 import yaml
 
 from worker.engine.testing.xllama_launcher import free_port
+from worker.managed import stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
@@ -92,13 +92,7 @@ def running(command: list[str], env: dict[str, str], log: Path) -> Iterator[subp
     try:
         yield proc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc, 20)
 
 
 def wait_for(url: str, proc: subprocess.Popen, log: Path, *, host: str, verify=False) -> None:

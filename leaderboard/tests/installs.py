@@ -17,7 +17,6 @@ import re
 import secrets
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.engine.testing.xllama_launcher import free_port
+from worker.managed import stop_process_group
 from worker.tests.lab import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,12 +137,7 @@ def _process(command: list[str], *, env: dict[str, str], log: Path) -> Iterator[
         try:
             yield process
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_process_group(process, 30)
 
 
 @contextmanager

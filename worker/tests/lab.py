@@ -15,6 +15,7 @@ from django.test import Client
 
 from submissions.tests.conftest import post_json
 from worker import services
+from worker.managed import stop_process_group
 from worker.models import BenchmarkJob, WorkerHost
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,12 +45,7 @@ class LabWorker:
             self.process.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process_group(self.process, 20)
 
 
 def start_worker(

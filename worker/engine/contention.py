@@ -3,8 +3,8 @@
 A background thread samples, every ``interval`` seconds, the host's CPU times and load average
 (psutil) and the processes on each NVIDIA GPU (NVML, where present). The benchmark itself (this
 process, the server's process tree, and their children) is left out of "other" load. The block
-says ``clear``, ``contended`` (with the reasons) or ``unknown`` (with why it could not look),
-and the site publishes a lab run as verified only when it is ``clear``.
+says ``clear``, ``contended`` (with the reasons) or ``unknown`` (with why it could not look);
+the site does not publish a lab run measured under contention as verified.
 
 Rules (docs/metrics.md, "Contention"): the host is contended when other processes used more
 than 10% of the machine's CPU time on average, or more than 25% in a tenth of the intervals; a

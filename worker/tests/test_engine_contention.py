@@ -164,9 +164,7 @@ def burner():
     shell that exits at once, so it is not this process's child (children are the benchmark's
     own, like the code sandbox's)."""
     code = (
-        "import ctypes\n"
-        "ctypes.CDLL(None).prctl(15, b'bl-burner', 0, 0, 0)\n"
-        "while True:\n    pass\n"
+        "import ctypes\nctypes.CDLL(None).prctl(15, b'bl-burner', 0, 0, 0)\nwhile True:\n    pass\n"
     )
     started = subprocess.run(
         ["sh", "-c", 'setsid "$0" -c "$1" >/dev/null 2>&1 & echo $!', sys.executable, code],

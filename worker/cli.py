@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from worker.cli_display import RunDisplay
 from worker.engine import __version__
 from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
 from worker.engine.compare import compare_bundles
@@ -71,92 +72,6 @@ def _fmt(value: object, digits: int = 1) -> str:
 # ---------------------------------------------------------------------------------------- run
 
 
-class RunDisplay:
-    """Rich progress bar fed by orchestrator events, with an ETA and the live decode rate.
-
-    Progress is counted in estimated work, not requests: a 2048-token prompt with a 512-token
-    answer takes far longer than a short one, and an ETA over request counts would swing.
-    """
-
-    def __init__(self, console: Console, tasks: dict[str, list[dict]]):
-        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=30),
-            TextColumn("{task.fields[requests]}"),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[eta]}"),
-            TextColumn("{task.fields[rate]}"),
-            console=console,
-            transient=False,
-        )
-        self.costs = _work_estimates(tasks)
-        self.speed_ids = {task["id"] for task in tasks.get("speed", [])}
-        self.bar = None
-        self.done = self.total = 0
-
-    def __enter__(self) -> RunDisplay:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.progress.stop()
-
-    def _advance(self, task_id: str, rate: str | None = None) -> None:
-        self.done += 1
-        fields = {"requests": f"{self.done}/{self.total} requests"}
-        if rate is not None:
-            fields["rate"] = rate
-        self.progress.update(self.bar, advance=self.costs.get(task_id, 1.0), **fields)
-        task = self.progress.tasks[0]
-        if task.completed and task.elapsed:
-            # Elapsed per unit of work done × work left: steady, unlike a 30 s speed window.
-            left = task.elapsed / task.completed * max(task.total - task.completed, 0)
-            self.progress.update(self.bar, eta=f"ETA {int(left // 60)}:{int(left % 60):02d}")
-
-    def on_event(self, event: dict) -> None:
-        kind = event["type"]
-        if kind == "run_started":
-            trials = event["speed_trials"]
-            counts = event["suite_task_counts"]
-            self.total = sum(n * (trials if s == "speed" else 1) for s, n in counts.items())
-            work = sum(
-                cost * (trials if task_id in self.speed_ids else 1)
-                for task_id, cost in self.costs.items()
-            )
-            self.bar = self.progress.add_task(
-                "warming up", total=work, rate="", eta="ETA –", requests=f"0/{self.total} requests"
-            )
-        elif self.bar is None:
-            return
-        elif kind == "task_started":
-            self.progress.update(self.bar, description=event["task_id"])
-        elif kind == "task_progress" and event.get("live_tps"):
-            rate = f"{event['live_tps']:.1f} tok/s (trial {event['trial']}/{event['trials']})"
-            self.progress.update(self.bar, rate=rate)
-        elif kind == "trial_completed":
-            rate = f"{event['decode_tps']:.1f} tok/s" if event.get("decode_tps") else "trial error"
-            self._advance(event["task_id"], rate)
-        elif kind == "task_completed" and event["suite"] != "speed":
-            self._advance(event["task_id"])
-        elif kind in ("run_completed", "run_failed"):
-            self.progress.update(self.bar, description=event.get("status", "done"))
-
-
-def _work_estimates(tasks: dict[str, list[dict]]) -> dict[str, float]:
-    """Relative cost of one request per task: prompt tokens + 4 × output tokens (decoding a
-    token costs several times more than prefilling one)."""
-    costs = {}
-    for task_list in tasks.values():
-        for task in task_list:
-            out_tokens = task.get("config", {}).get("max_tokens", 256)
-            prompt_tokens = task.get("speed", {}).get("prompt_tokens", 200)
-            costs[task["id"]] = float(prompt_tokens + 4 * out_tokens)
-    return costs
-
-
 def _run_summary(outcome) -> dict:
     bundle = outcome.bundle
     keys = ("overall_score", "quality_score", "speed_score", "reliability_score", "value_score")
@@ -171,6 +86,8 @@ def _run_summary(outcome) -> dict:
         "scoring_mode": bundle["scoring_mode"],
         "hardware_label": bundle["machine"]["hardware_label"],
         "scores": {k: bundle[k] for k in keys},
+        "comparability": bundle["comparability"],
+        "contention": bundle["contention"],
         "speed_summary": bundle["speed_summary"],
         "speed_metrics": bundle["speed_metrics"],
         "error": bundle.get("error"),
@@ -201,7 +118,7 @@ def _render_run(bundle: dict, path: str) -> None:
         out.print(table)
     summary = bundle["speed_summary"]
     table = Table(title="Run summary (all measured trials)")
-    for col in ("metric", "n", "median", "mean", "stdev", "95% CI of mean", "p95", "peak"):
+    for col in ("metric", "n", "median", "95% CI of median", "mean", "stdev", "p95", "peak"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for key, label in (
         ("decode_tps", "decode tok/s"),
@@ -214,10 +131,10 @@ def _render_run(bundle: dict, path: str) -> None:
         table.add_row(
             label,
             str(s["n"]),
-            _fmt(s["median"]),
+            _fmt(s["median"]) if s["median"] is not None or not s["n"] else "n too small",
+            ci,
             _fmt(s["mean"]),
             _fmt(s["stdev"]),
-            ci,
             _fmt(s["p95"]),
             _fmt(s["peak"]),
         )
@@ -228,7 +145,15 @@ def _render_run(bundle: dict, path: str) -> None:
         f"status: [bold]{bundle['status']}[/]"
     )
     if bundle.get("error"):
-        out.print(f"[yellow]{bundle['error']['message']}[/]")
+        out.print(f"[yellow]{escape(bundle['error']['message'])}[/]")
+    for reason in bundle["comparability"]["reasons"]:
+        out.print(f"[dim]not comparable: {escape(reason)}[/]", soft_wrap=True)
+    contention = bundle["contention"]
+    why = "; ".join(contention["reasons"]) or contention["gpu"].get("note", "")
+    out.print(
+        f"[dim]contention: {contention['status']}" + (f" ({escape(why)})" if why else "") + "[/]",
+        soft_wrap=True,
+    )
     out.print(f"bundle: {escape(path)}", soft_wrap=True)
 
 
@@ -263,8 +188,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         api_key=args.api_key or os.environ.get("BENCHLOOP_ENDPOINT_API_KEY") or None,
         timeout=args.timeout,
         max_tokens=args.max_tokens,
+        model_file=args.model_file,
+        launch_command=args.launch_command,
+        hash_weights=not args.no_model_hash,
     )
-    prep = prepare_run(config)
+
+    def preflight(event: dict) -> None:
+        if event["type"] == "hashing_weights" and not args.json:
+            size = event["size_bytes"] / 1024**3
+            err.print(f"hashing {escape(event['file'])} ({size:.1f} GB), once per file…")
+
+    prep = prepare_run(config, on_event=preflight)
     try:
         if args.json:
             outcome = execute(prep)
@@ -383,49 +317,15 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from worker.cli_compare import render_compare
+
     a = load_bundle(find_run(args.run_a))
     b = load_bundle(find_run(args.run_b))
     result = compare_bundles(a, b)
     if args.json:
         _print_json(result)
-        return EXIT_OK
-    out.print(
-        f"A: {result['a']['run_id']} ({result['a']['model']}, {result['a']['hardware_label']})"
-    )
-    out.print(
-        f"B: {result['b']['run_id']} ({result['b']['model']}, {result['b']['hardware_label']})"
-    )
-    if not result["same_manifest"]:
-        out.print("[yellow]The runs used different task manifests; compare with care.[/]")
-    table = Table(title="Speed (median [95% CI of mean], n)")
-    for col in ("metric", "A", "B", "Δ", "Δ%", "p", "significant"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-
-    def cell(s: dict) -> str:
-        if s["median"] is None:
-            return "–"
-        ci = f" [{_fmt(s['ci95_low'])}–{_fmt(s['ci95_high'])}]" if s["ci95_low"] is not None else ""
-        return f"{_fmt(s['median'])}{ci} n={s['n']}"
-
-    for row in result["metrics"] + result["tasks"]:
-        verdict = ("yes, " + row["better"].upper() + " better") if row["significant"] else "no"
-        table.add_row(
-            row["label"],
-            cell(row["a"]),
-            cell(row["b"]),
-            _fmt(row["delta"]),
-            _fmt(row["delta_pct"]),
-            _fmt(row["p_value"], 4),
-            verdict,
-        )
-    out.print(table)
-    scores = Table(title="Scores")
-    for col in ("score", "A", "B", "Δ"):
-        scores.add_column(col, justify="left" if col == "score" else "right")
-    for row in result["scores"]:
-        scores.add_row(row["metric"], _fmt(row["a"], 2), _fmt(row["b"], 2), _fmt(row["delta"], 2))
-    out.print(scores)
-    out.print(f"[dim]Significance: {result['method']}.[/]")
+    else:
+        render_compare(out, result)
     return EXIT_OK
 
 
@@ -590,12 +490,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-tokens", type=int, help="cap every task's output tokens (not comparable)"
     )
+    run.add_argument(
+        "--model-file", help="the GGUF the server loaded, to record its sha256 (name only kept)"
+    )
+    run.add_argument(
+        "--launch-command",
+        help="how the server was started, when it is not visible here (stored redacted)",
+    )
+    run.add_argument("--no-model-hash", action="store_true", help="do not hash the weights file")
     run.set_defaults(handler=cmd_run)
 
     info = command("info", "show hardware, local LLM servers, suites and profiles")
     info.set_defaults(handler=cmd_info)
 
-    compare = command("compare", "compare two runs with significance of the speed difference")
+    compare = command(
+        "compare", "compare two runs on their shared speed tasks: ratio, interval, significance"
+    )
     compare.add_argument("run_a", metavar="RUN_A", help="run id, prefix, folder or run.json")
     compare.add_argument("run_b", metavar="RUN_B")
     compare.set_defaults(handler=cmd_compare)

@@ -9,7 +9,14 @@ from runs.importers.exports import (
     parse_leaderboard_v2,
     parse_speed_jsonl,
 )
-from runs.importers.records import FormatError, JsonText, Node, RunRecord, load_json
+from runs.importers.records import (
+    FormatError,
+    JsonText,
+    Node,
+    RunRecord,
+    load_json,
+    settle_scale,
+)
 from runs.importers.runjson import check_not_empty, parse_run
 from runs.importers.upgrade import UnsupportedVersion, upgrade
 from submissions.names import is_anonymous
@@ -116,7 +123,9 @@ _PUBLIC_RUN_FIELDS = (
 
 
 def public_fields(record: RunRecord) -> RunRecord:
-    """The record with its public fields scrubbed of addresses, keys and personal paths."""
+    """The record with its public fields scrubbed of addresses, keys and personal paths, and
+    its score scale settled (records.settle_scale): every importer's records pass here."""
+    settle_scale(record)
     for name in _PUBLIC_RUN_FIELDS:
         setattr(record, name, redact_field(getattr(record, name)))
     if is_anonymous(record.submitter_name):
@@ -128,6 +137,7 @@ def public_fields(record: RunRecord) -> RunRecord:
         for task in suite.tasks:
             task.task_id = redact_field(task.task_id)
             task.finish_reason = redact_field(task.finish_reason)
+    record.noncomparable_reasons = [redact_field(r) for r in record.noncomparable_reasons]
     return record
 
 

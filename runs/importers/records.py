@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runs import bounds
+from worker.engine.scoring import is_speed_only
 
 MAX_STRING = 2000
 
@@ -152,6 +153,12 @@ class RunRecord:
     manifest_hash: str = ""
     coverage_score: float | None = None
     comparable: bool = False
+    # Why the run is not comparable (empty when it is): shown beside the run.
+    noncomparable_reasons: list[str] = field(default_factory=list)
+    # Load on the measuring machine: the bundle's `contention` block and its status, "clear",
+    # "contended" or "unknown" ("" when the run recorded none). A contended run is not verified.
+    contention: dict = field(default_factory=dict)
+    contention_status: str = ""
     overall_score: float | None = None
     quality_score: float | None = None
     speed_score: float | None = None
@@ -170,6 +177,21 @@ class RunRecord:
     # The input path of a value read from somewhere other than its own field (a context
     # length parsed out of command_used), so that an error about it names what was sent.
     sources: dict[str, str] = field(default_factory=dict)
+
+
+def settle_scale(record: RunRecord) -> RunRecord:
+    """One rule for every importer: a run without a quality suite is speed-only, and a
+    speed-only run has no quality, overall or value score (the old CLIs wrote a quality of 0
+    and an overall score for them)."""
+    if (
+        record.score_scale in ("v2", "v3")
+        and record.suites
+        and is_speed_only(s.suite for s in record.suites)
+    ):
+        record.score_scale = "speed"
+    if record.score_scale == "speed":
+        record.quality_score = record.overall_score = record.value_score = None
+    return record
 
 
 class Node:

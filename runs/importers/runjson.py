@@ -14,8 +14,13 @@ from runs.importers.records import (
     SuiteRecord,
     TaskRecord,
 )
+from worker.engine.comparability import reasons_for_bundle
+from worker.engine.scoring import is_speed_only
+from worker.engine.stats import MIN_MEDIAN_N, median_interval
 
 MAX_OUTPUT = 20_000
+MAX_SETTINGS = 60
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 _CTX_FLAG = re.compile(r"(?:^|\s)(?:-c|--ctx-size)\s+(\d+)")
 _KV_FLAG = re.compile(r"(?:^|\s)(?:-ctk|--cache-type-k)\s+(\S+)")
 _DRAFT_FLAG = re.compile(r"(?:^|\s)(?:-md|--model-draft)\s+(\S+)")
@@ -26,6 +31,8 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
     data = node.obj()
     score_schema = node.get("score_schema_version", required=False).str()
     scale = "v2" if score_schema.split(".")[0] in ("", "2") else "v3"
+    if _selected_speed_only(node):
+        scale = "speed"
 
     model = node.get("model")
     model_id = model.get("model_id").str()
@@ -59,13 +66,16 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
         manifest_hash=node.get("manifest_hash", required=False).str(),
         coverage_score=node.get("coverage_score", required=False).score(),
         comparable=bool(node.get("comparable", required=False).bool()),
+        noncomparable_reasons=_reasons(node),
         total_runtime_sec=node.get("total_runtime_sec", required=False).num(minimum=0),
         command_used=command_used,
         raw_payload=data,
     )
+    record.comparable = record.comparable and not record.noncomparable_reasons
     if machine.value is not None:
         record.hardware = _hardware(machine, node.get("hardware", required=False))
     _apply_launch(record, node, command_used)
+    _apply_contention(record, node)
     if data.get("status") == "failed":
         record.outcome = "failed"
         error = node.get("error", required=False)
@@ -114,21 +124,6 @@ def _hardware(machine: Node, detail: Node) -> HardwareRecord | None:
     )
 
 
-def _weights_digest(model: Node) -> str:
-    """The weights' digest: the GGUF's sha256, or Ollama's model digest ("sha256:…")."""
-    for key in ("sha256", "digest"):
-        digest = normalize.normalise_digest(model.get(key, required=False).str())
-        if digest:
-            return digest
-    return ""
-
-
-# Launch keys kept as their own stack fields, and those that describe without changing a
-# result (the model's file name is in the model id; the command is the recipe, with paths).
-_LAUNCH_FIELDS = ("context_length", "kv_cache_type", "draft_model")
-_LAUNCH_NOT_SETTINGS = ("model_file", "command", "command_used", "model_sha256")
-
-
 def _apply_launch(record: RunRecord, node: Node, command_used: str) -> None:
     """Launch settings from our bundle's `launch`/`engine`, else from a llama-server command."""
     engine = node.get("engine", required=False)
@@ -141,15 +136,15 @@ def _apply_launch(record: RunRecord, node: Node, command_used: str) -> None:
         record.kv_cache_type = launch.get("kv_cache_type", required=False).str()
         record.draft_model = launch.get("draft_model", required=False).str()
         record.launch_settings = normalize.normalise_launch_settings(
-            {
-                key: value
-                for key, value in launch.obj().items()
-                if key not in _LAUNCH_FIELDS and key not in _LAUNCH_NOT_SETTINGS
-            }
+            _settings(launch.get("settings", required=False))
         )
         if not record.model_sha256:
             record.model_sha256 = normalize.normalise_digest(
                 launch.get("model_sha256", required=False).str()
+            )
+        if not record.command_used:
+            record.command_used = launch.get("command", required=False).str(
+                max_length=4000, kind=bounds.TEXT
             )
         return
     if "llama-server" in command_used:
@@ -163,6 +158,69 @@ def _apply_launch(record: RunRecord, node: Node, command_used: str) -> None:
     if match := _DRAFT_FLAG.search(command_used):
         record.draft_model = match.group(1)
         record.sources["draft_model"] = "command_used"
+
+
+def _selected_speed_only(node: Node) -> bool:
+    """Whether the run asked for the speed suite alone (a failed run has no suites to show it)."""
+    settings = node.get("settings", required=False).value
+    selected = settings.get("selected_suites") if isinstance(settings, dict) else None
+    if isinstance(selected, list) and selected and all(isinstance(s, str) for s in selected):
+        return is_speed_only(selected)
+    return False
+
+
+def _weights_digest(model: Node) -> str:
+    """The GGUF's sha256 where it is known, else Ollama's manifest digest: 64 hexadecimal
+    digits, Ollama's "sha256:" prefix allowed."""
+    for key in ("sha256", "ollama_digest", "digest"):
+        field_node = model.get(key, required=False)
+        value = field_node.str()
+        digest = normalize.normalise_digest(value)
+        if value and not _HEX64.fullmatch(digest):
+            raise field_node.fail("expected 64 hexadecimal digits")
+        if digest:
+            return digest
+    return ""
+
+
+def _reasons(node: Node) -> list[str]:
+    """Why the run is not comparable, by the engine's own rule (worker.engine.comparability)."""
+    block = node.get("comparability", required=False)
+    if block.value is not None:
+        for item in block.get("reasons").list():
+            item.str(max_length=300)
+    return reasons_for_bundle(node.obj())
+
+
+def _settings(settings: Node) -> dict:
+    """Launch settings that name the stack: a flat object of strings, numbers and booleans."""
+    if settings.value is None:
+        return {}
+    out = {}
+    items = settings.items()
+    if len(items) > MAX_SETTINGS:
+        raise settings.fail(f"more than {MAX_SETTINGS} launch settings")
+    for key, value in items:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", key):
+            raise value.fail("a launch setting's name is a short lower-case identifier")
+        if isinstance(value.value, bool):
+            out[key] = value.value
+        elif isinstance(value.value, str):
+            out[key] = value.str(max_length=200)
+        else:
+            out[key] = value.num()
+    return out
+
+
+def _apply_contention(record: RunRecord, node: Node) -> None:
+    block = node.get("contention", required=False)
+    if block.value is None:
+        return
+    status = block.get("status").str()
+    if status not in ("clear", "contended", "unknown"):
+        raise block.get("status").fail("expected clear, contended or unknown")
+    record.contention = block.obj()
+    record.contention_status = status
 
 
 def _suite(name: str, suite: Node) -> SuiteRecord:
@@ -248,8 +306,12 @@ def _apply_speed(record: RunRecord, node: Node) -> None:
                 continue
             for stat in ("median", "mean", "stdev", "p5", "p95", "peak"):
                 record.speed[f"{metric}_{stat}"] = block.get(stat, required=False).num(minimum=0)
+            n = block.get("n", required=False).int()
+            if n is not None and n < MIN_MEDIAN_N:
+                # Bundles before 1.1 wrote a "median" of one or two samples.
+                record.speed[f"{metric}_median"] = None
             if metric == "decode_tps":
-                record.speed_sample_count = block.get("n", required=False).int()
+                record.speed_sample_count = n
         return
     samples = [
         s
@@ -264,6 +326,8 @@ def _apply_speed(record: RunRecord, node: Node) -> None:
             values = [getattr(s, metric) for s in samples]
             values = [v for v in values if v]  # the old CLIs wrote 0 for "not measured"
             stats = summarise(values, lower_is_better=metric == "ttft_ms")
+            # Two values have no median to rank on (worker.engine.stats.MIN_MEDIAN_N).
+            stats["median"] = median_interval(values)["median"]
             for stat in ("median", "mean", "stdev", "p5", "p95", "peak"):
                 record.speed[f"{metric}_{stat}"] = stats[stat]
         record.speed_sample_count = len(samples)

@@ -176,7 +176,9 @@ def test_it_imports_each_generated_run_file(fixtures_dir: Path) -> None:
 
     _import(generated / "v3-full-local/run.json")
     full = Run.objects.get(profile="full")
-    assert (full.score_scale, full.score_schema_version, full.comparable) == ("v3", "3.0.0", True)
+    # The file says comparable, but its long-context prompts reached the model cut to 80 tokens
+    # (test_import_bundle_1_1.py): by the engine's rule it is not.
+    assert (full.score_scale, full.score_schema_version, full.comparable) == ("v3", "3.0.0", False)
     assert full.manifest_hash.startswith("sha256:c19ab274")
     assert (full.overall_score, full.quality_score, full.speed_score) == (32.09, 12.1, 74.48)
     assert full.suite_results.count() == 8

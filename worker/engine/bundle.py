@@ -19,7 +19,7 @@ from .errors import BundleWriteError, UsageError
 from .paths import runs_dir
 from .redact import REDACTED, redact_text
 
-BUNDLE_SCHEMA_VERSION = "1.0"
+BUNDLE_SCHEMA_VERSION = "1.1"
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "bundle-1.schema.json"
 RUN_FILE = "run.json"
 
@@ -241,6 +241,11 @@ def export_row(bundle: dict) -> dict:
         "is_remote": bundle.get("is_remote"),
         "benchmark_profile": bundle.get("benchmark_profile"),
         "comparable": bundle.get("comparable"),
+        "noncomparable_reasons": "; ".join(
+            (bundle.get("comparability") or {}).get("reasons") or []
+        ),
+        "contention": (bundle.get("contention") or {}).get("status", ""),
+        "model_sha256": (bundle.get("model") or {}).get("sha256", ""),
         "overall_score": bundle.get("overall_score"),
         "quality_score": bundle.get("quality_score"),
         "speed_score": bundle.get("speed_score"),

@@ -31,6 +31,8 @@ class EndpointInfo:
     engine: dict = field(default_factory=dict)
     model_meta: dict[str, dict] = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
+    # Full paths the server reported for its weights: used to hash a local GGUF, never written.
+    local_paths: list[str] = field(default_factory=list)
 
     @property
     def supports_ignore_eos(self) -> bool:
@@ -137,6 +139,7 @@ def _fill_llama(info: EndpointInfo, props: dict | None, listing: dict | None) ->
     if props and props.get("model_path"):
         # Only the file name: a full path would carry the user's home directory.
         launch["model_file"] = os.path.basename(str(props["model_path"]))
+        info.local_paths.append(str(props["model_path"]))
     spec = (settings.get("params") or {}).get("speculative.types")
     if spec:
         launch["speculative"] = spec
@@ -169,6 +172,8 @@ def _fill_ollama(info: EndpointInfo, tags: dict, ps: object) -> None:
                 ("family", details.get("family", "")),
                 ("parameter_count", details.get("parameter_size", "")),
                 ("quantization", details.get("quantization_level", "")),
+                # The manifest digest: Ollama's name for this exact model build.
+                ("digest", model.get("digest", "")),
             )
             if value
         }

@@ -5,9 +5,13 @@ from __future__ import annotations
 import uuid
 
 from . import __version__
-from .bundle import BUNDLE_SCHEMA_VERSION, slug
+from .bundle import slug
 from .metrics import speed_samples
+from .scoring import is_speed_only
 from .stats import summarize
+
+# A legacy file has none of the 1.1 blocks (comparability, contention): it reads as a 1.0 bundle.
+LEGACY_BUNDLE_VERSION = "1.0"
 
 _NAMESPACE = uuid.UUID("6f1d8c52-3c1e-4d0c-9a55-2b7f3f4a9e10")
 _MACHINE_DEFAULTS = {
@@ -94,7 +98,7 @@ def from_legacy(doc: dict, *, folder: str = "") -> dict:
             tasks.append(task)
         suites[name] = {**suite, "tasks": tasks}
     bundle = {
-        "bundle_schema_version": BUNDLE_SCHEMA_VERSION,
+        "bundle_schema_version": LEGACY_BUNDLE_VERSION,
         "source_format": fmt,
         "version": str(doc.get("version") or ""),
         "benchmark_id": doc.get("benchmark_id") or "benchloop-legacy",
@@ -145,4 +149,7 @@ def from_legacy(doc: dict, *, folder: str = "") -> dict:
     }
     if not is_v3:
         bundle["extras"]["v2_unrounded_scores"] = True
+    if suites and is_speed_only(suites):
+        # The old CLIs gave speed-only runs a quality of 0 and an overall score; they have none.
+        bundle.update(overall_score=None, quality_score=None, value_score=None)
     return bundle

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .providers.base import ChatResponse
-from .stats import percentile, summarize
+from .stats import median_interval, percentile, summarize
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -114,8 +114,8 @@ def measured_trials(tasks: list[dict]) -> list[dict]:
 
 
 def _median_of(values: list[float | None]) -> float | None:
-    clean = sorted(v for v in values if v is not None)
-    return _r(percentile(clean, 0.5), 4) if clean else None
+    """The median of three or more values, else None (two values have no median to report)."""
+    return _r(median_interval(values)["median"], 4)
 
 
 def speed_summary(trials: list[dict]) -> dict:

@@ -11,31 +11,22 @@ import contextlib
 import fnmatch
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import ENGINE_NAME, __version__
-from .bundle import BUNDLE_SCHEMA_VERSION, new_run_id, write_bundle
-from .detect import EndpointInfo, describe_model, detect_endpoint, resolve_model
+from .bundle import write_bundle
+from .contention import INTERVAL_S, ContentionMonitor
+from .detect import EndpointInfo, detect_endpoint, resolve_model
 from .errors import BundleWriteError, EngineError, UsageError
-from .hardware import detect_hardware, gpu_summary, machine_id
-from .harnesses import HARNESS_VERSION, HARNESSES, HarnessProvider, with_harness
+from .harnesses import HARNESSES, HarnessProvider, with_harness
+from .launch import StackInfo, identify
 from .locality import Locality, classify
-from .metrics import measured_trials, speed_metrics_v3, speed_summary
 from .paths import benchloop_home
 from .providers import ChatRequest, Provider, make_provider
-from .scoring import (
-    BENCHMARK_ID,
-    BENCHMARK_VERSION,
-    SCORE_SCHEMA_VERSION,
-    aggregate,
-    coverage,
-    manifest_hash,
-    value_score,
-)
+from .skeleton import refresh_scores as _refresh_scores
+from .skeleton import skeleton as _skeleton
 from .stats import percentile
 from .suites import RunCancelled, RunContext, Suite, available_suites, load_profiles
 from .transport import Transport
@@ -68,6 +59,12 @@ class RunConfig:
     timeout: float = 300.0
     max_tokens: int | None = None
     home: Path | None = None
+    # The weights file when the server cannot say where it is (hashed, only its name recorded).
+    model_file: str | None = None
+    # How the server was started, when it runs elsewhere or its process is not visible here.
+    launch_command: str | None = None
+    hash_weights: bool = True
+    contention_interval: float = INTERVAL_S
 
 
 @dataclass
@@ -85,6 +82,9 @@ class PreparedRun:
     benchmark_profile: str
     suites: list[Suite]
     tasks: dict[str, list[dict]] = field(default_factory=dict)
+    # Every task id of the requested profile, unfiltered: what comparability is measured against.
+    expected: dict[str, list[str]] = field(default_factory=dict)
+    stack: StackInfo = field(default_factory=StackInfo)
 
 
 @dataclass
@@ -103,8 +103,12 @@ def _select_tasks(suite: Suite, patterns: list[str] | None, cap: int | None) -> 
     return [t for t in tasks if any(fnmatch.fnmatch(t["id"], p) for p in patterns)]
 
 
-def prepare_run(config: RunConfig) -> PreparedRun:
-    """Resolve suites and profile, probe the endpoint and check the model (raises EngineError)."""
+def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> PreparedRun:
+    """Resolve suites and profile, probe the endpoint, check the model and name the stack.
+
+    Raises EngineError. ``on_event`` hears ``hashing_weights`` before a weights file that is not
+    in the hash cache yet is read (a large one takes a while, once).
+    """
     profiles = load_profiles()
     profile_name = config.profile or profiles["default"]
     if profile_name not in profiles["profiles"]:
@@ -137,12 +141,34 @@ def prepare_run(config: RunConfig) -> PreparedRun:
     if not any(tasks.values()):
         raise UsageError("no task matches --tasks", hint="`benchloop info` lists task ids.")
     transport = Transport(config.url, api_key=config.api_key, timeout=config.timeout)
+    locality = classify(transport.base_url, override=config.scoring)
+
+    def hashing(path: Path, size: int) -> None:
+        if on_event is not None:
+            on_event({"type": "hashing_weights", "file": path.name, "size_bytes": size})
+
     try:
         info = detect_endpoint(transport, provider=config.provider)
         model = resolve_model(info, config.model)
+        stack = identify(
+            transport=transport,
+            info=info,
+            model=model,
+            same_machine=locality.same_machine,
+            model_file=config.model_file,
+            launch_command=config.launch_command,
+            hash_weights=config.hash_weights,
+            home=config.home or benchloop_home(),
+            on_hashing=hashing,
+        )
     except BaseException:
         transport.close()
         raise
+    expected = {
+        name: [t["id"] for t in installed[name].effective_tasks(None)]
+        for name in profile["suites"]
+        if name in installed
+    }
     api = "openai" if config.provider == "openai" else info.api
     provider = make_provider(
         api,
@@ -157,109 +183,15 @@ def prepare_run(config: RunConfig) -> PreparedRun:
         info=info,
         model=model,
         provider=provider,
-        locality=classify(transport.base_url, override=config.scoring),
+        locality=locality,
         profile_name=profile_name,
         profile=profile,
         benchmark_profile=benchmark_profile,
         suites=suites,
         tasks=tasks,
+        expected=expected,
+        stack=stack,
     )
-
-
-def _machine_block(prep: PreparedRun, hw: dict, home: Path) -> dict:
-    gpu, vram = gpu_summary(hw)
-    same = prep.locality.same_machine
-    return {
-        "machine_id": machine_id(home),
-        "cpu": hw.get("cpu_model", ""),
-        "gpu": gpu,
-        "gpu_memory_gb": vram,
-        "system_memory_gb": float(hw.get("ram_gb") or 0.0),
-        "os": hw.get("os", "") if same else "remote",
-        "backend": prep.info.kind,
-        "is_remote": not same,
-        "remote_host": "" if same else prep.locality.host,
-        "endpoint": prep.transport.base_url,
-        "hardware_label": hw.get("label", ""),
-    }
-
-
-def _skeleton(prep: PreparedRun, started: datetime) -> dict:
-    config = prep.config
-    home = config.home or benchloop_home()
-    hw = detect_hardware(
-        attributed=prep.locality.same_machine,
-        label=config.hardware_label,
-        gpu=config.gpu,
-        gpu_memory_gb=config.gpu_memory_gb,
-    )
-    client_run_id = uuid.uuid4().hex
-    provider_name = "ollama" if prep.provider.api == "ollama" else "openai_compat"
-    selected = [s.name for s in prep.suites]
-    launch = dict(prep.info.launch)
-    meta = prep.info.model_meta.get(prep.info.aliases.get(prep.model, prep.model), {})
-    if meta.get("context_length") and "context_length" not in launch:
-        launch["context_length"] = meta["context_length"]
-    return {
-        "bundle_schema_version": BUNDLE_SCHEMA_VERSION,
-        "version": __version__,
-        "benchmark_id": BENCHMARK_ID,
-        "benchmark_version": BENCHMARK_VERSION,
-        "benchmark_profile": prep.benchmark_profile,
-        "requested_profile": prep.profile_name,
-        "manifest_hash": manifest_hash(
-            requested_profile=prep.profile_name, selected_suites=selected, tasks=prep.tasks
-        ),
-        "score_schema_version": SCORE_SCHEMA_VERSION,
-        "coverage_score": coverage(prep.profile, selected),
-        "comparable": False,
-        "run_id": new_run_id(
-            prep.model,
-            local=prep.locality.scoring_local,
-            provider=provider_name,
-            client_run_id=client_run_id,
-            when=started,
-        ),
-        "client_run_id": client_run_id,
-        "status": "incomplete",
-        "timestamp": started.isoformat(),
-        "finished_at": None,
-        "error": None,
-        "model": describe_model(prep.info, prep.model),
-        "machine": _machine_block(prep, hw, home),
-        "hardware": hw,
-        "engine": {
-            "name": prep.info.engine.get("name", prep.info.kind),
-            "version": str(prep.info.engine.get("version", "")),
-            "kind": prep.info.kind,
-            "client": f"{ENGINE_NAME}/{__version__}",
-        },
-        "launch": launch,
-        "provider": provider_name,
-        "harness": prep.config.harness,
-        "harness_version": HARNESS_VERSION,
-        "is_remote": not prep.locality.scoring_local,
-        "scoring_mode": "local" if prep.locality.scoring_local else "remote",
-        "scoring_reason": prep.locality.reason,
-        "total_runtime_sec": 0.0,
-        "overall_score": 0.0,
-        "quality_score": 0.0,
-        "speed_score": 0.0,
-        "reliability_score": 0.0,
-        "value_score": 0.0,
-        "speed_metrics": speed_metrics_v3([]),
-        "speed_summary": speed_summary([]),
-        "settings": {
-            "trials": prep.config.trials,
-            "harness": prep.config.harness,
-            "max_tokens_cap": prep.config.max_tokens,
-            "timeout_s": prep.config.timeout,
-            "selected_suites": selected,
-            "task_filter": prep.config.tasks or [],
-            "ignore_eos": prep.info.supports_ignore_eos,
-        },
-        "suites": {},
-    }
 
 
 def _suite_record(suite: Suite, records: list[dict], metadata: dict) -> dict:
@@ -276,21 +208,6 @@ def _suite_record(suite: Suite, records: list[dict], metadata: dict) -> dict:
         "tasks": records,
         "metadata": metadata,
     }
-
-
-def _refresh_scores(bundle: dict, prep: PreparedRun, started_clock: float) -> None:
-    suites = bundle["suites"]
-    scores = aggregate(suites, prep.profile)
-    bundle.update(scores)
-    trials = measured_trials(suites.get("speed", {}).get("tasks", []))
-    bundle["speed_metrics"] = speed_metrics_v3(trials)
-    bundle["speed_summary"] = speed_summary(trials)
-    decode = bundle["speed_summary"]["decode_tps"]["median"]
-    bundle["value_score"] = value_score(
-        scores["quality_score"], decode, scores["reliability_score"]
-    )
-    bundle["coverage_score"] = coverage(prep.profile, list(suites))
-    bundle["total_runtime_sec"] = round(time.perf_counter() - started_clock, 3)
 
 
 def execute(
@@ -347,6 +264,45 @@ def _execute(
 
     total = sum(len(t) for t in prep.tasks.values())
     write_bundle(bundle, path)
+    monitor = _monitor(prep)
+
+    def finish() -> None:
+        """The last write: sampling stopped, scores and comparability for the final status."""
+        if monitor is not None:
+            bundle["contention"] = monitor.stop()
+        _refresh_scores(bundle, prep, clock)
+        bundle["finished_at"] = datetime.now(UTC).isoformat()
+        write_bundle(bundle, path)
+
+    try:
+        return _run_suites(prep, bundle, path, total, emit, should_stop, finish, clock)
+    finally:
+        if monitor is not None:
+            monitor.stop()  # a no-op after finish(); stops the thread if the run broke off
+
+
+def _monitor(prep: PreparedRun) -> ContentionMonitor | None:
+    """Sampling for a server on this machine; a remote one's load is not ours to see."""
+    if not prep.locality.same_machine:
+        return None
+    server = prep.stack.server
+    return ContentionMonitor(
+        server_pids=server.tree if server is not None else None,
+        interval=prep.config.contention_interval,
+    ).start()
+
+
+def _run_suites(
+    prep: PreparedRun,
+    bundle: dict,
+    path: Path,
+    total: int,
+    emit: Callable[[str, dict], None],
+    should_stop: Callable[[], bool] | None,
+    finish: Callable[[], None],
+    clock: float,
+) -> RunOutcome:
+    """The body of ``_execute``: warm-up, every suite's tasks, then the terminal event."""
     emit(
         "run_started",
         {
@@ -371,7 +327,7 @@ def _execute(
                 ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=4)
             )
         except EngineError as exc:
-            return _finish_failed(bundle, path, prep, clock, exc, emit)
+            return _finish_failed(bundle, path, exc, emit, finish)
         for suite in prep.suites:
             tasks = prep.tasks[suite.name]
             if not tasks:
@@ -436,9 +392,7 @@ def _execute(
         reason = f"cancelled after {completed} of {total} tasks"
         bundle["status"] = "incomplete"
         bundle["error"] = {"kind": "cancelled", "message": reason, "hint": ""}
-        _refresh_scores(bundle, prep, clock)
-        bundle["finished_at"] = datetime.now(UTC).isoformat()
-        write_bundle(bundle, path)
+        finish()
         emit("cancelled", {"reason": reason, "status": "incomplete", "path": str(path)})
         return RunOutcome(bundle, path, "cancelled")
     except KeyboardInterrupt:
@@ -448,9 +402,7 @@ def _execute(
             "message": f"interrupted after {completed} of {total} tasks",
             "hint": "The finished tasks are kept; run again for a complete result.",
         }
-        _refresh_scores(bundle, prep, clock)
-        bundle["finished_at"] = datetime.now(UTC).isoformat()
-        write_bundle(bundle, path)
+        finish()
         emit(
             "run_failed",
             {
@@ -461,7 +413,6 @@ def _execute(
             },
         )
         return RunOutcome(bundle, path, "incomplete")
-    _refresh_scores(bundle, prep, clock)
     tasks_done = [t for s in bundle["suites"].values() for t in s["tasks"]]
     if tasks_done and not any(t["execution_ok"] or t["passed"] for t in tasks_done):
         first = next((t["error"] for t in tasks_done if t["error"]), "every task failed")
@@ -469,15 +420,7 @@ def _execute(
         bundle["error"] = {"kind": "all_tasks_failed", "message": first, "hint": ""}
     else:
         bundle["status"] = "complete"
-    bundle["comparable"] = (
-        bundle["status"] == "complete"
-        and bundle["benchmark_profile"] != "custom"
-        and bundle["coverage_score"] >= 100.0
-        and not prep.config.tasks
-        and prep.config.max_tokens is None
-    )
-    bundle["finished_at"] = datetime.now(UTC).isoformat()
-    write_bundle(bundle, path)
+    finish()
     if bundle["status"] == "failed":
         emit(
             "run_failed",
@@ -531,13 +474,11 @@ def _run_one(suite: Suite, task: dict, ctx: RunContext) -> dict:
 
 
 def _finish_failed(
-    bundle: dict, path: Path, prep: PreparedRun, clock: float, exc: EngineError, emit
+    bundle: dict, path: Path, exc: EngineError, emit, finish: Callable[[], None]
 ) -> RunOutcome:
     bundle["status"] = "failed"
     bundle["error"] = exc.to_dict()
-    _refresh_scores(bundle, prep, clock)
-    bundle["finished_at"] = datetime.now(UTC).isoformat()
-    write_bundle(bundle, path)
+    finish()
     emit(
         "run_failed",
         {

@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Iterable
 
 BENCHMARK_ID = "benchloop"
 # Our task set is new (original prompts), so it gets its own benchmark version; the score schema
 # keeps v3's shape with the fixes listed in docs/metrics.md.
 BENCHMARK_VERSION = "4.0.0"
 SCORE_SCHEMA_VERSION = "3.1.0"
-SPEED_COVERAGE_WEIGHT = 0.20
-QUALITY_COVERAGE_WEIGHT = 0.80
 
 
 def _clamp(value: float) -> float:
@@ -49,20 +48,12 @@ def cloud_speed_score(ttft_ms: float | None, decode_tps: float | None) -> float:
     return round(_clamp(0.6 * cloud_ttft_score(ttft_ms) + 0.4 * cloud_decode_score(decode_tps)), 2)
 
 
-def coverage(profile: dict, suites_present: list[str]) -> float:
-    """Share (0–100) of the profile's weight covered by the run's suites.
+def is_speed_only(suites: Iterable[str], *, speed_suite: str = "speed") -> bool:
+    """Whether a run holds no quality suite: it then has no quality, overall or value score.
 
-    Speed counts 0.20 and quality suites 0.80 × their weights, normalised by what the profile
-    itself asks for, so a speed-only profile fully run is 100 and core-with-only-speed is 20.
+    One rule for the engine, the legacy reader and the site's importers.
     """
-    weights = profile.get("quality_weights", {})
-    want_speed = "speed" in profile.get("suites", [])
-    total = SPEED_COVERAGE_WEIGHT * want_speed + QUALITY_COVERAGE_WEIGHT * sum(weights.values())
-    if total <= 0:
-        return 0.0
-    have = SPEED_COVERAGE_WEIGHT * (want_speed and "speed" in suites_present)
-    have += QUALITY_COVERAGE_WEIGHT * sum(w for s, w in weights.items() if s in suites_present)
-    return round(100.0 * min(1.0, have / total), 2)
+    return not any(name != speed_suite for name in suites)
 
 
 def quality_weights(
@@ -101,34 +92,45 @@ def aggregate(
     speed_suite: str = "speed",
     fallback_weights: dict[str, float] | None = None,
 ) -> dict:
-    """Run-level quality, speed, reliability, overall and value scores.
+    """Run-level quality, speed, reliability and overall scores.
 
-    Speed presence is the speed suite being in the run, not its score being above zero. The keys
-    are exactly the bundle's score fields (the bundle schema allows nothing else).
+    Speed presence is the speed suite being in the run, not its score being above zero. A run
+    without a quality suite (speed-only, or stopped before its first quality suite) has no
+    quality and no overall score: None, never a 0 that would rank it. The keys are exactly the
+    bundle's score fields (the bundle schema allows nothing else).
     """
-    weights = quality_weights(
-        profile, list(suites), speed_suite=speed_suite, fallback_weights=fallback_weights
-    )
-    quality = sum(suites[name]["score"] * w for name, w in weights.items())
     has_speed = speed_suite in suites
     speed = suites[speed_suite]["score"] if has_speed else 0.0
     tasks = [t for s in suites.values() for t in s.get("tasks", [])]
     reliability = (
         100.0 * sum(1 for t in tasks if t.get("execution_ok")) / len(tasks) if tasks else 0.0
     )
+    scores: dict[str, float | None] = {
+        "overall_score": None,
+        "quality_score": None,
+        "speed_score": round(speed, 2),
+        "reliability_score": round(reliability, 2),
+    }
+    if is_speed_only(suites, speed_suite=speed_suite):
+        return scores
+    weights = quality_weights(
+        profile, list(suites), speed_suite=speed_suite, fallback_weights=fallback_weights
+    )
+    quality = sum(suites[name]["score"] * w for name, w in weights.items())
     if has_speed:
         overall = 0.70 * quality + 0.25 * speed + 0.05 * reliability
     else:
         overall = 0.90 * quality + 0.10 * reliability
-    return {
-        "overall_score": round(overall, 2),
-        "quality_score": round(quality, 2),
-        "speed_score": round(speed, 2),
-        "reliability_score": round(reliability, 2),
-    }
+    scores.update(overall_score=round(overall, 2), quality_score=round(quality, 2))
+    return scores
 
 
-def value_score(quality: float, decode_tps: float | None, reliability: float) -> float:
+def value_score(
+    quality: float | None, decode_tps: float | None, reliability: float
+) -> float | None:
+    """Q × min(decode/100, 1) × R/100; None without a quality score."""
+    if quality is None:
+        return None
     factor = min((decode_tps or 0.0) / 100.0, 1.0) if decode_tps else 0.5
     return round(quality * factor * reliability / 100.0, 2)
 

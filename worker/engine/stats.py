@@ -1,6 +1,9 @@
-"""Small statistics kit: summaries with a Student-t interval, and Welch's t-test.
+"""Small statistics kit: summaries with the median's interval, and Welch's t-test.
 
-Written out here (no numpy/scipy) so the engine installs anywhere the CLI does.
+Written out here (no numpy/scipy) so the engine installs anywhere the CLI does. Every interval
+the engine reports for a sample is the median's sign-test interval (``median_interval``): it
+is drawn from the data, so a positive rate never gets a negative bound. Differences between
+two runs are ratios, tested on the log scale (``ratio_test``). docs/metrics.md says why.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ SUMMARY_KEYS = (
     "p99",
     "ci95_low",
     "ci95_high",
+    "ci95_coverage",
     "peak",
 )
 
@@ -103,31 +107,29 @@ def t_ppf(q: float, df: float) -> float:
 
 
 def summarize(values: Iterable[float | None], *, higher_is_better: bool = True) -> dict:
-    """Summary of a sample: median, mean, sample stdev, p5/p95/p99, 95% CI of the mean, peak.
+    """Summary of a sample: median with its 95% interval, mean, sample stdev, p5/p95/p99, peak.
 
-    The interval is mean ± t(0.975, n-1)·s/√n; it is null below two samples. ``peak`` is the
-    best single sample: the highest rate, or the lowest latency when ``higher_is_better`` is off.
+    ``median``, ``ci95_low`` and ``ci95_high`` come from ``median_interval``: null below
+    MIN_MEDIAN_N values, and the interval is the sign-test one (``ci95_coverage`` says what it
+    covers when the sample is too small for a full 95%). ``peak`` is the best single sample: the
+    highest rate, or the lowest latency when ``higher_is_better`` is off.
     """
     clean = sorted(float(v) for v in values if v is not None and math.isfinite(v))
     n = len(clean)
     if n == 0:
         return {key: (0 if key == "n" else None) for key in SUMMARY_KEYS}
-    m, s = mean(clean), stdev(clean)
-    if n >= 2:
-        half = t_ppf(0.975, n - 1) * s / math.sqrt(n)
-        ci = (m - half, m + half)
-    else:
-        ci = (None, None)
+    interval = median_interval(clean)
     out = {
         "n": n,
-        "median": percentile(clean, 0.5),
-        "mean": m,
-        "stdev": s,
+        "median": interval["median"],
+        "mean": mean(clean),
+        "stdev": stdev(clean),
         "p5": percentile(clean, 0.05),
         "p95": percentile(clean, 0.95),
         "p99": percentile(clean, 0.99),
-        "ci95_low": ci[0],
-        "ci95_high": ci[1],
+        "ci95_low": interval["low"],
+        "ci95_high": interval["high"],
+        "ci95_coverage": interval["coverage"],
         "peak": clean[-1] if higher_is_better else clean[0],
     }
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
@@ -166,6 +168,7 @@ def median_interval(values: Iterable[float | None], level: float = 0.95) -> dict
     n = len(clean)
     if n < MIN_MEDIAN_N:
         return {"n": n, "median": None, "low": None, "high": None, "coverage": None}
+
     # The interval [x(j), x(n-1-j)] (0-based) misses the median with probability
     # 2·P(Bin(n, 1/2) <= j): take the widest j whose miss stays within 1 - level, else min-max.
     # The binomial tail is summed once, term by term, in exact integers (a lane can hold
@@ -188,3 +191,63 @@ def median_interval(values: Iterable[float | None], level: float = 0.95) -> dict
         "high": clean[n - 1 - k],
         "coverage": round(1 - miss, 4),
     }
+
+
+def ratio_test(
+    a_groups: Sequence[Sequence[float]], b_groups: Sequence[Sequence[float]], level: float = 0.95
+) -> dict | None:
+    """B ÷ A for a positive quantity measured in matching groups (one task in both runs).
+
+    Each pair of groups gives the difference of its mean logs, and the pairs count equally, so
+    the estimate is the typical ratio over the shared tasks whatever their trial counts. The
+    variance is Welch's (s²/n on each side) summed over the pairs, with Welch–Satterthwaite
+    degrees of freedom; the interval and the two-sided p-value are that t statistic's,
+    back-transformed, so a ratio's interval is always positive. Pairs with two or more values a
+    side are tested; with none, the ratio comes without interval or p-value. ``None`` when no
+    pair has a positive value on both sides.
+    """
+    pairs = []
+    for a, b in zip(a_groups, b_groups, strict=True):
+        la = [math.log(v) for v in a if v is not None and math.isfinite(v) and v > 0]
+        lb = [math.log(v) for v in b if v is not None and math.isfinite(v) and v > 0]
+        if la and lb:
+            pairs.append((la, lb))
+    if not pairs:
+        return None
+    testable = [(la, lb) for la, lb in pairs if len(la) >= 2 and len(lb) >= 2]
+    used = testable or pairs
+    k = len(used)
+    diff = math.fsum(mean(lb) - mean(la) for la, lb in used) / k
+    out = {
+        "ratio": round(math.exp(diff), 4),
+        "low": None,
+        "high": None,
+        "p_value": None,
+        "df": None,
+        "groups": k,
+        "n_a": sum(len(la) for la, _ in used),
+        "n_b": sum(len(lb) for _, lb in used),
+    }
+    if not testable:
+        return out
+    parts = [stdev(side) ** 2 / len(side) for la, lb in used for side in (la, lb)]
+    var = math.fsum(parts) / k**2
+    if var == 0:
+        out.update(low=out["ratio"], high=out["ratio"], p_value=1.0 if diff == 0 else 0.0)
+        out["df"] = float(sum(len(la) + len(lb) - 2 for la, lb in used))
+        return out
+    sides = [side for la, lb in used for side in (la, lb)]
+    df = math.fsum(parts) ** 2 / math.fsum(
+        (p**2) / (len(side) - 1) for p, side in zip(parts, sides, strict=True) if p
+    )
+    se = math.sqrt(var)
+    half = t_ppf(0.5 + level / 2, df) * se
+    t = diff / se
+    p = 2.0 * (1.0 - t_cdf(abs(t), df))
+    out.update(
+        low=round(math.exp(diff - half), 4),
+        high=round(math.exp(diff + half), 4),
+        p_value=round(max(p, 0.0), 6),
+        df=round(df, 2),
+    )
+    return out

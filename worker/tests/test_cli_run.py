@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -17,7 +18,9 @@ import pytest
 
 from worker.cli import main
 from worker.engine.bundle import validation_errors
-from worker.engine.metrics import measured_trials, speed_summary
+from worker.engine.metrics import measured_trials, speed_samples, speed_summary
+from worker.engine.stats import summarize
+from worker.engine.testing.xllama_launcher import model_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,8 +71,34 @@ def test_the_speed_run_writes_a_bundle_that_matches_the_schema(runs):
     assert bundle["hardware"]["attributed"] is True
     assert bundle["scoring_mode"] == "local" and bundle["is_remote"] is False
     assert bundle["comparable"] is False  # --max-tokens changed the tasks
-    assert bundle["coverage_score"] == 100.0
+    assert bundle["comparability"]["reasons"] == ["--max-tokens 16 caps the answers"]
+    # Coverage counts tasks: all nine of the speed profile's were scored.
+    assert (bundle["comparability"]["tasks_scored"], bundle["coverage_score"]) == (9, 100.0)
     assert bundle["speed_score"] > 0
+    # A speed-only run has no quality and no overall score (issue 15: it had quality 0).
+    assert bundle["quality_score"] is bundle["overall_score"] is bundle["value_score"] is None
+    assert bundle["bundle_schema_version"] == "1.1"
+
+
+@pytest.mark.llm
+def test_the_stack_is_named_from_the_server_and_its_weights_file(runs):
+    bundle = runs["bundle_a"]
+    weights = model_path()
+    assert bundle["model"]["sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert bundle["model"]["sha256_source"] == "gguf-file"
+    assert bundle["model"]["file"] == weights.name  # the name, never the directory
+    assert str(weights.parent) not in json.dumps(bundle)
+    # The fixture server is a Python process: its command line is the launch command.
+    assert bundle["launch"]["command_source"] == "process"
+    assert "worker.engine.testing.xllama_launcher" in bundle["launch"]["command"]
+    # The second run found the digest in the cache (keyed by path, size and mtime).
+    cache = json.loads((runs["home"] / "weights-sha256.json").read_text())
+    assert cache[str(weights.resolve())]["sha256"] == bundle["model"]["sha256"]
+    assert runs["bundle_b"]["model"]["sha256"] == bundle["model"]["sha256"]
+    block = bundle["contention"]
+    assert block["status"] in ("clear", "contended", "unknown")
+    assert block["gpu"]["status"] == "unknown" or block["gpu"]["source"] == "nvml"
+    assert block["host"]["intervals"] >= 1
 
 
 @pytest.mark.llm
@@ -100,20 +129,29 @@ def test_the_summary_is_what_json_output_and_compare_print(runs):
     done = _cli(["compare", bundle["run_id"], runs["bundle_b"]["run_id"], "--json"], runs["home"])
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
+    shared = ["speed-p128-short", "speed-p128-medium", "speed-p128-long"]
+    assert result["shared_tasks"] == shared and len(result["only_a"]) == 6
     by_metric = {row["metric"]: row for row in result["metrics"]}
-    for key in ("decode_tps", "prefill_tps", "ttft_ms"):
-        assert by_metric[key]["a"] == bundle["speed_summary"][key]
-        assert by_metric[key]["b"] == runs["bundle_b"]["speed_summary"][key]
-        assert "p_value" in by_metric[key]
-    assert [t["task_id"] for t in result["tasks"]] == [
-        "speed-p128-short",
-        "speed-p128-medium",
-        "speed-p128-long",
-    ]
-    assert "Welch" in result["method"]
+    a_shared = [s for s in speed_samples(bundle) if s["task_id"] in shared]
+    for key, higher in (("decode_tps", True), ("prefill_tps", True), ("ttft_ms", False)):
+        row = by_metric[key]
+        # Like for like: A's figure is over the three tasks B also ran, not all nine.
+        assert row["a"] == summarize([s[key] for s in a_shared], higher_is_better=higher)
+        assert row["a"]["n"] == 6 and row["a"]["n"] < bundle["speed_summary"][key]["n"]
+        assert row["b"] == runs["bundle_b"]["speed_summary"][key]
+        assert 0 < row["ratio_ci95_low"] <= row["ratio"] <= row["ratio_ci95_high"]
+        assert row["tasks"] == 3 and 0 <= row["p_value"] <= 1
+    assert [t["task_id"] for t in result["tasks"]] == shared
+    assert "6 speed task(s) only in A are left out" in result["warnings"]
+    assert any(w.startswith("A is not comparable: ") for w in result["warnings"])
+    assert "Welch" in result["method"] and "ratio" in result["method"]
     text = _cli(["compare", bundle["run_id"], runs["bundle_b"]["run_id"]], runs["home"]).stdout
-    assert "decode tok/s" in text and "significant" in text
-    assert f"{bundle['speed_summary']['decode_tps']['median']:,.1f}" in text
+    assert "decode tok/s" in text and "significant" in text and "B/A" in text
+    decode = by_metric["decode_tps"]
+    assert f"{decode['a']['median']:,.1f} [{decode['a']['ci95_low']:,.1f}–" in text
+    assert f"{decode['ratio']:.3f}× [{decode['ratio_ci95_low']:.3f}–" in text
+    # Two trials per task: a task's own figure is "n too small", never a median of two.
+    assert result["tasks"][0]["a"]["median"] is None and "n too small (n=2)" in text
 
 
 @pytest.mark.llm
@@ -192,5 +230,12 @@ def test_ctrl_c_stops_cleanly_and_keeps_a_partial_bundle(llm_url, bench_home):
     bundle = json.loads(Path(summary["path"]).read_text())
     assert bundle["status"] == "incomplete"
     assert bundle["error"]["kind"] == "interrupted"
-    assert 1 <= len(bundle["suites"]["speed"]["tasks"]) < 9
+    done = len(bundle["suites"]["speed"]["tasks"])
+    assert 1 <= done < 9
     assert validation_errors(bundle) == []
+    # Not comparable, with the reason; coverage is the share of the profile's tasks scored.
+    block = bundle["comparability"]
+    assert bundle["comparable"] is False
+    assert block["reasons"][0] == f"interrupted after {done} of 9 tasks"
+    assert block["tasks_scored"] == done and block["tasks_expected"] == 9
+    assert bundle["coverage_score"] == round(100 * done / 9, 2)

@@ -103,10 +103,17 @@ def test_summaries_report_percentiles_interval_and_peak():
     assert s["median"] == 11.5
     assert s["peak"] == 100.0
     assert s["p95"] == pytest.approx(percentile(sorted(values), 0.95))
+    # The interval is the median's (sign test): between order statistics, so never below the
+    # smallest rate. Issue 15: mean ± t·s/√n gave a negative lower bound for this sample.
     half = t_ppf(0.975, 5) * s["stdev"] / math.sqrt(6)
-    assert s["ci95_low"] == pytest.approx(s["mean"] - half, abs=1e-3)
+    assert s["mean"] - half < 0
+    assert (s["ci95_low"], s["ci95_high"], s["ci95_coverage"]) == (9.0, 100.0, 0.9688)
     assert summarize([5.0, 7.0], higher_is_better=False)["peak"] == 5.0
     assert summarize([])["n"] == 0
+    # Below three values there is no median and no interval, but the mean and peak remain.
+    two = summarize([5.0, 900.0])
+    assert (two["median"], two["ci95_low"], two["ci95_high"]) == (None, None, None)
+    assert (two["mean"], two["peak"]) == (452.5, 900.0)
     assert summarize([3.0])["ci95_low"] is None
 
 

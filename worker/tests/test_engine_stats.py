@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from worker.engine.stats import MIN_MEDIAN_N, median_interval
+import pytest
+
+from worker.engine.stats import MIN_MEDIAN_N, median_interval, ratio_test
 
 
 def test_below_three_values_there_is_no_median() -> None:
@@ -37,3 +39,52 @@ def test_the_stated_coverage_is_what_it_covers() -> None:
             hits += result["low"] <= 1.0 <= result["high"]
         assert abs(hits / trials - stated) < 0.025, (n, hits / trials, stated)
         assert stated >= 0.95 or n < 6
+
+
+def test_a_ratio_of_a_run_with_itself_is_one_and_not_significant() -> None:
+    groups = [[60.1, 59.8, 60.4], [20.2, 19.9, 20.1, 20.3]]
+    result = ratio_test(groups, groups)
+    assert result["ratio"] == 1.0 and result["p_value"] == 1.0
+    assert result["low"] < 1.0 < result["high"]
+    assert (result["groups"], result["n_a"], result["n_b"]) == (2, 7, 7)
+
+
+def test_the_ratio_is_typical_over_tasks_and_its_interval_is_always_positive() -> None:
+    # B is exactly twice as fast on one task and exactly as fast on the other: the per-task
+    # log ratios are ln 2 and 0, so the typical ratio is √2, whatever the trial counts.
+    a = [[10.0, 10.0], [50.0, 50.0, 50.0]]
+    b = [[20.0, 20.0, 20.0, 20.0], [50.0, 50.0]]
+    result = ratio_test(a, b)
+    assert result["ratio"] == pytest.approx(2**0.5, abs=1e-4)
+    assert result["low"] == result["high"] == result["ratio"] and result["p_value"] == 0.0
+    # Wildly spread positive samples: an interval on the raw scale would cross zero.
+    spread = ratio_test([[0.5, 40.0, 900.0]], [[0.6, 30.0, 700.0]])
+    assert 0 < spread["low"] < spread["ratio"] < spread["high"]
+    assert spread["p_value"] > 0.5
+
+
+def test_single_trials_give_a_ratio_without_an_interval() -> None:
+    result = ratio_test([[10.0], [20.0]], [[12.0], [24.0]])
+    assert result["ratio"] == pytest.approx(1.2)
+    assert result["low"] is result["high"] is result["p_value"] is None
+    assert ratio_test([[]], [[5.0]]) is None
+
+
+def test_the_ratio_interval_covers_the_true_ratio_95_times_in_100() -> None:
+    """Three tasks with different rates, lognormal noise, B truly 1.1× A: the intervals hold
+    1.1 about 95% of the time, and equal runs are called different about 5% of the time."""
+    rng = random.Random(20261202)
+    rates = (25.0, 80.0, 300.0)
+
+    def run(scale: float, n: int) -> list[list[float]]:
+        return [[r * scale * rng.lognormvariate(0, 0.08) for _ in range(n)] for r in rates]
+
+    trials = 2000
+    covered = false_alarms = 0
+    for _ in range(trials):
+        faster = ratio_test(run(1.0, 5), run(1.1, 4))
+        covered += faster["low"] <= 1.1 <= faster["high"]
+        same = ratio_test(run(1.0, 5), run(1.0, 5))
+        false_alarms += same["p_value"] < 0.05
+    assert abs(covered / trials - 0.95) < 0.02, covered / trials
+    assert abs(false_alarms / trials - 0.05) < 0.02, false_alarms / trials

@@ -95,6 +95,11 @@ class LongContextSuite(Suite):
 
     def run_task(self, task: dict, ctx: RunContext) -> dict:
         record = super().run_task(task, ctx)
+        # Kept so a prompt the server cut short shows (worker.engine.comparability.task_state).
+        record["metadata"] = {
+            **record["metadata"],
+            "target_tokens": task["metadata"]["target_tokens"],
+        }
         error = record.get("error") or ""
         if error and "context" in error.casefold():
             # The server cannot hold this prompt: say so instead of scoring a silent 0.

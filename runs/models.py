@@ -308,6 +308,10 @@ class Run(models.Model):
     manifest_hash = models.CharField(max_length=80, blank=True)
     coverage_score = models.FloatField(null=True, blank=True)
     comparable = models.BooleanField(default=False)
+    # Why a run is not ranked with its peers (worker.engine.comparability), shown on its page.
+    noncomparable_reasons = models.JSONField(default=list, blank=True)
+    # "clear", "contended" or "unknown": other load on the machine while it was measured.
+    contention_status = models.CharField(max_length=12, blank=True)
 
     scoring_mode = models.CharField(
         max_length=8, choices=ScoringMode.choices, default=ScoringMode.LOCAL

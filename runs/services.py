@@ -327,6 +327,8 @@ def _new_run(
         manifest_hash=record.manifest_hash,
         coverage_score=record.coverage_score,
         comparable=record.comparable and record.outcome == Outcome.COMPLETE,
+        noncomparable_reasons=record.noncomparable_reasons,
+        contention_status=record.contention_status,
         scoring_mode=record.scoring_mode,
         overall_score=record.overall_score if scored else None,
         quality_score=record.quality_score if scored else None,
@@ -345,7 +347,8 @@ def _new_run(
         source_format=record.source_format,
         visibility=record.visibility,
         is_demo=is_demo,
-        is_verified=is_verified,
+        # A lab run measured while other work loaded the machine is not published as verified.
+        is_verified=is_verified and record.contention_status != "contended",
         published=published,
         raw_payload=record.raw_payload,
         **{name: record.speed.get(name) for name in SPEED_FIELDS},

@@ -150,3 +150,28 @@ def test_the_legacy_full_run_whose_long_prompts_were_cut_is_not_comparable(fixtu
     assert record.noncomparable_reasons == [
         "4 tasks skipped or cut off: the server's context is too small"
     ]
+
+
+@pytest.mark.llm
+@pytest.mark.django_db
+def test_the_run_page_says_why_a_run_is_not_ranked(bundle, client):
+    (run,) = import_records([parse_run_payload(copy.deepcopy(bundle))]).created
+    run.refresh_from_db()
+    assert run.noncomparable_reasons == bundle["comparability"]["reasons"]
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="noncomparable"' in html
+    assert "Not ranked with other runs" in html and "--tasks speed-p128-short" in html
+
+
+@pytest.mark.llm
+@pytest.mark.django_db
+def test_a_lab_run_measured_under_load_is_not_published_as_verified(bundle):
+    for status, verified in (("contended", False), ("clear", True), ("unknown", True)):
+        loaded = copy.deepcopy(bundle)
+        loaded["contention"]["status"] = status
+        loaded["client_run_id"] = f"lab-{status}"
+        record = parse_run_payload(loaded)
+        assert record.contention_status == status
+        (run,) = import_records([record], is_verified=True).created
+        run.refresh_from_db()
+        assert (run.contention_status, run.is_verified) == (status, verified)

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from worker.cli_compare import fmt
 from worker.cli_display import RunDisplay
 from worker.engine import __version__
 from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
@@ -59,14 +60,6 @@ def _print_json(data: object) -> None:
 def _csv_list(value: str | None) -> list[str] | None:
     items = [v.strip() for v in (value or "").split(",") if v.strip()]
     return items or None
-
-
-def _fmt(value: object, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
 
 
 # ---------------------------------------------------------------------------------------- run
@@ -109,11 +102,11 @@ def _render_run(bundle: dict, path: str) -> None:
                 task["task_id"] + (" [red](error)" if task["error"] else ""),
                 str(task["tokens_prompt"]),
                 str(task["tokens_generated"]),
-                _fmt(sm.get("generation_tok_per_sec")),
-                _fmt(server.get("median")),
-                _fmt(sm.get("ttft_ms"), 0),
-                _fmt(sm.get("prompt_eval_tok_per_sec")),
-                _fmt(task["score"]),
+                fmt(sm.get("generation_tok_per_sec")),
+                fmt(server.get("median")),
+                fmt(sm.get("ttft_ms"), 0),
+                fmt(sm.get("prompt_eval_tok_per_sec")),
+                fmt(task["score"]),
             )
         out.print(table)
     summary = bundle["speed_summary"]
@@ -127,21 +120,21 @@ def _render_run(bundle: dict, path: str) -> None:
         ("server_decode_tps", "server decode tok/s"),
     ):
         s = summary[key]
-        ci = f"{_fmt(s['ci95_low'])}–{_fmt(s['ci95_high'])}" if s["ci95_low"] is not None else "–"
+        ci = f"{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}" if s["ci95_low"] is not None else "–"
         table.add_row(
             label,
             str(s["n"]),
-            _fmt(s["median"]) if s["median"] is not None or not s["n"] else "n too small",
+            fmt(s["median"]) if s["median"] is not None or not s["n"] else "n too small",
             ci,
-            _fmt(s["mean"]),
-            _fmt(s["stdev"]),
-            _fmt(s["p95"]),
-            _fmt(s["peak"]),
+            fmt(s["mean"]),
+            fmt(s["stdev"]),
+            fmt(s["p95"]),
+            fmt(s["peak"]),
         )
     out.print(table)
     out.print(
-        f"decode vs server: [bold]{_fmt(summary.get('decode_ratio_vs_server'), 3)}[/]  "
-        f"speed score: [bold]{_fmt(bundle['speed_score'])}[/] ({bundle['scoring_mode']} curve)  "
+        f"decode vs server: [bold]{fmt(summary.get('decode_ratio_vs_server'), 3)}[/]  "
+        f"speed score: [bold]{fmt(bundle['speed_score'])}[/] ({bundle['scoring_mode']} curve)  "
         f"status: [bold]{bundle['status']}[/]"
     )
     if bundle.get("error"):
@@ -265,7 +258,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         return EXIT_OK
     out.print(f"[bold]benchloop {__version__}[/]")
     gpus = (
-        ", ".join(f"{g['name']} ({_fmt(g.get('vram_gb'))} GB)" for g in hardware["gpus"]) or "none"
+        ", ".join(f"{g['name']} ({fmt(g.get('vram_gb'))} GB)" for g in hardware["gpus"]) or "none"
     )
     out.print(
         f"CPU: {hardware['cpu_model']} ({hardware['cpu_physical_cores']} cores, "

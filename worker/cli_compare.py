@@ -7,7 +7,8 @@ from rich.markup import escape
 from rich.table import Table
 
 
-def _fmt(value: object, digits: int = 1) -> str:
+def fmt(value: object, digits: int = 1) -> str:
+    """A figure as the CLI prints it: "–" when missing, floats with thousands separators."""
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -23,11 +24,11 @@ def summary_cell(s: dict) -> str:
         return f"n too small (n={s['n']})"
     ci = ""
     if s.get("ci95_low") is not None:
-        ci = f" [{_fmt(s['ci95_low'])}–{_fmt(s['ci95_high'])}]"
+        ci = f" [{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}]"
         coverage = s.get("ci95_coverage")
         if coverage is not None and coverage < 0.95:
             ci += f" ({coverage:.0%})"
-    return f"{_fmt(s['median'])}{ci} n={s['n']}"
+    return f"{fmt(s['median'])}{ci} n={s['n']}"
 
 
 def ratio_cell(row: dict) -> str:
@@ -63,8 +64,8 @@ def render_compare(out: Console, result: dict) -> None:
             summary_cell(row["a"]),
             summary_cell(row["b"]),
             ratio_cell(row),
-            _fmt(row["delta"]),
-            _fmt(row["p_value"], 4),
+            fmt(row["delta"]),
+            fmt(row["p_value"], 4),
             verdict,
         )
     out.print(table)
@@ -72,6 +73,6 @@ def render_compare(out: Console, result: dict) -> None:
     for col in ("score", "A", "B", "Δ"):
         scores.add_column(col, justify="left" if col == "score" else "right")
     for row in result["scores"]:
-        scores.add_row(row["metric"], _fmt(row["a"], 2), _fmt(row["b"], 2), _fmt(row["delta"], 2))
+        scores.add_row(row["metric"], fmt(row["a"], 2), fmt(row["b"], 2), fmt(row["delta"], 2))
     out.print(scores)
     out.print(f"[dim]Significance: {escape(result['method'])}.[/]", soft_wrap=True)

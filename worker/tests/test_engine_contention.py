@@ -21,7 +21,7 @@ from worker.engine.contention import (
     gpu_block,
     host_block,
 )
-from worker.engine.testing.nvml_trace import NvmlTrace
+from worker.engine.testing.nvml_trace import NvmlTrace, nvml_present
 
 # Process ids above Linux's largest pid_max, so no real process answers for them.
 SERVER, TRAINER, DESKTOP = 5_000_001, 5_000_002, 5_000_003
@@ -48,18 +48,7 @@ def _probe_samples(trace: NvmlTrace, count: int) -> list[dict]:
     return samples
 
 
-def _nvml_present() -> bool:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
-@pytest.mark.skipif(_nvml_present(), reason="this machine has a working NVML")
+@pytest.mark.skipif(nvml_present(), reason="this machine has a working NVML")
 def test_without_nvml_the_gpu_part_is_unknown_and_the_run_is_never_clear():
     probe = NvmlProbe()
     assert not probe.available and probe.note.startswith("NVML not available")

@@ -13,22 +13,12 @@ import pytest
 
 from worker.engine.hardware import detect_hardware, gpu_summary, hardware_label, machine_id
 from worker.engine.locality import classify
+from worker.engine.testing.nvml_trace import nvml_present
 
 _GIB = 1024**3
 
 
-def _nvml_present() -> bool:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
-@pytest.mark.skipif(_nvml_present(), reason="this machine has a working NVML")
+@pytest.mark.skipif(nvml_present(), reason="this machine has a working NVML")
 def test_without_nvml_cpu_ram_and_os_are_still_filled():
     hw = detect_hardware()
     assert hw["attributed"] is True

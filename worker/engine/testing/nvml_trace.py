@@ -66,3 +66,15 @@ class NvmlTrace:
 
     def nvmlSystemGetProcessName(self, pid: int) -> bytes:  # noqa: N802
         return self.names.get(pid, "?").encode()
+
+
+def nvml_present() -> bool:
+    """Whether this machine has a working NVML (tests of its absence skip where it has one)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return False
+    pynvml.nvmlShutdown()
+    return True

@@ -448,7 +448,7 @@ def trust(request: HttpRequest, user_id: int) -> HttpResponse:
 
 
 @never_cache
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
 def add_hardware(request: HttpRequest) -> HttpResponse:

@@ -150,8 +150,9 @@ def test_a_user_runs_logs_in_submits_and_a_moderator_publishes_the_run(
     waiting = member.get("/account/runs/")
     assert model in waiting.text and "pending" in waiting.text.lower()
     assert get(site + run_path)[0] == 404
-    board = f"{site}/leaderboard/?comparable=all&q={model}"
-    export = f"{site}/leaderboard/export.csv?comparable=all&q={model}"
+    # A speed-suite run is speed only: it is listed on that scale, never given a score.
+    board = f"{site}/leaderboard/?scale=speed&comparable=all&q={model}"
+    export = f"{site}/leaderboard/export.csv?scale=speed&comparable=all&q={model}"
     assert STACK_LINK.findall(get(board)[1]) == []
     assert get(export) == (200, "")
 
@@ -166,7 +167,7 @@ def test_a_user_runs_logs_in_submits_and_a_moderator_publishes_the_run(
     status, stack_page = get(site + stack_path)
     assert status == 200 and model in stack_page and run_path in stack_page
 
-    status, feed = get(f"{site}/leaderboard/feed.atom?comparable=all&q={model}")
+    status, feed = get(f"{site}/leaderboard/feed.atom?scale=speed&comparable=all&q={model}")
     assert status == 200
     links = [link.get("href") for link in ET.fromstring(feed).iter(f"{ATOM}link")]
     assert site + run_path in links, feed[:2000]

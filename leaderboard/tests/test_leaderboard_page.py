@@ -146,7 +146,7 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> Non
     ("query", "count"),
     [
         ("", 5),  # best-run ids, rows, page details, two facet queries
-        ("?vendor=nvidia&vram=24&engine=llama.cpp", 5),  # hardware ids replace best-run ids
+        ("?vendor=nvidia&engine=llama.cpp", 5),  # hardware ids replace best-run ids
         ("?mode=median&days=30", 4),
     ],
 )

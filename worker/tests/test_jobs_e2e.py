@@ -51,14 +51,18 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
     assert job.host == host and job.attempts == 1
     assert (job.completed_tasks, job.total_tasks) == (3, 3)
     run = Run.objects.get(pk=job.run_id)
-    assert run.is_verified and run.published
+    # Verified unless the lab host was busy with other work while it measured (issue 15):
+    # on a shared test machine it often is, and the run says so.
+    assert run.contention_status in ("clear", "contended", "unknown")
+    assert run.is_verified == (run.contention_status != "contended") and run.published
     assert run.submission.channel == "lab" and run.submission.status == "approved"
     assert run.hardware is not None  # the lab host's own hardware
     host.refresh_from_db()
     assert host.hardware_info["cpu_model"] and host.hardware.ram_gb
     assert host.inventory[0]["models"] == [llm_model]
     refresh_stack_stats(stack_ids=[run.stack_id])
-    board = Client().get("/api/v1/leaderboard?scale=v3&comparable=all&verified=1").json()
+    verified = "&verified=1" if run.is_verified else ""
+    board = Client().get(f"/api/v1/leaderboard?scale=v3&comparable=all{verified}").json()
     assert run.id in [row["id"] for row in board["results"]]
 
 
@@ -88,4 +92,5 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
     assert "managed llama.cpp server is healthy" in messages
     assert messages[-1] == "stopped the managed llama.cpp server"
     run = Run.objects.get(pk=job.run_id)
-    assert run.stack.engine == "llama.cpp" and run.is_verified
+    assert run.stack.engine == "llama.cpp"
+    assert run.is_verified == (run.contention_status != "contended")

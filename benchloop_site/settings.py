@@ -258,7 +258,12 @@ SPECTACULAR_SETTINGS = {
 
 def _cache(url: str, folder: str) -> dict:
     if url.startswith("redis://"):
-        return {"BACKEND": "benchloop_site.cache.ReusingRedisCache", "LOCATION": url}
+        # CACHE_KEY_PREFIX keeps sites (or test runs) that share one Redis database apart.
+        return {
+            "BACKEND": "benchloop_site.cache.ReusingRedisCache",
+            "LOCATION": url,
+            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", ""),
+        }
     return {
         "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
         "LOCATION": str(VAR_DIR / folder),

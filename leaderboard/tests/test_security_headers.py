@@ -148,6 +148,8 @@ def _production(code: str) -> list[str]:
         ALLOWED_HOSTS="bench.example.org",
         API_KEY_PEPPER=secrets.token_urlsafe(32),
         SITE_URL="https://bench.example.org",
+        # Real rate limits here: counters of its own, not the other tests' anonymous requests.
+        CACHE_KEY_PREFIX=f"prod-test-{secrets.token_hex(4)}",
         DATABASE_URL=(
             f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
         ),

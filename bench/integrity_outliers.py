@@ -328,9 +328,7 @@ def summarise(dataset: list[Run], world: World, seconds: float) -> dict:
     wrong = [run for run in honest if run.reasons]
     # Counted from the peers each outlier met, not from how it was planted.
     sparse = [run for run in fakes if run.peers < integrity.MIN_PEERS]
-    classes = {
-        integrity.hardware_class(run.lane.hardware) for run in dataset
-    }
+    classes = {integrity.hardware_class(run.lane.hardware) for run in dataset}
     models = {run.lane.stack.model_id for run in dataset}
     moe = {
         m

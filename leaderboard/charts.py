@@ -200,7 +200,7 @@ STRIP_LEFT = 170
 
 
 def strip(
-    rows: Sequence[tuple[str, Sequence[dict]]],
+    rows: Sequence[tuple],
     *,
     unit: str,
     log: bool = False,
@@ -208,9 +208,17 @@ def strip(
 ) -> Strip | None:
     """One lane per row: every value as a dot (jittered) over the row's box and whiskers.
 
-    rows holds (label, items); each item has value, label, optional href and series.
+    rows holds (label, items) or (label, items, values); each item has value, label, optional
+    href and series. With values, the box and the axis use them and the items are the dots
+    drawn (a sample of a busy lane), so the summary still covers every run.
     """
-    values = [item["value"] for _, items in rows for item in items if item["value"] is not None]
+    rows = [(r[0], r[1], r[2] if len(r) > 2 else None) for r in rows]
+    values = [
+        v
+        for _label, items, every in rows
+        for v in (every if every is not None else (i["value"] for i in items))
+        if v is not None
+    ]
     if not values:
         return None
     height = TOP + ROW_HEIGHT * len(rows) + BOTTOM
@@ -225,7 +233,7 @@ def strip(
         low, high = _linear_range(values, floor_zero=min(values) < 0.3 * max(values))
     axis = Axis(low, high, start=STRIP_LEFT, end=right, log=log)
     lanes = []
-    for index, (label, items) in enumerate(rows):
+    for index, (label, items, every) in enumerate(rows):
         centre = TOP + ROW_HEIGHT * index + ROW_HEIGHT / 2
         present = [i for i in items if i["value"] is not None]
         dots = [
@@ -239,7 +247,7 @@ def strip(
             )
             for n, i in enumerate(present)
         ]
-        summary = box(i["value"] for i in present)
+        summary = box(every if every is not None else (i["value"] for i in present))
         box_px = {}
         if summary is not None and summary.n >= 3:
             box_px = {
@@ -321,6 +329,93 @@ def trend(categories: Sequence[tuple[str, Sequence[float]]], *, unit: str) -> Tr
         ticks=axis.ticks(5),
         points=points,
         path=path,
+        unit=unit,
+        plot=(LEFT, TOP, right, bottom),
+    )
+
+
+# --- several trends on one axis (one line per hardware class) ---------------------------------
+
+
+@dataclass
+class TrendLine:
+    label: str
+    series: int
+    points: list[TrendPoint]
+    path: str
+
+
+@dataclass
+class TrendLines:
+    width: int
+    height: int
+    axis: Axis
+    ticks: list[Tick]
+    categories: list[Tick]  # x position and name of each category
+    lines: list[TrendLine]
+    unit: str
+    plot: tuple[float, float, float, float]
+
+    def describe(self) -> str:
+        """The chart in words, for its <desc>: every line's medians and run counts."""
+        parts = []
+        for line in self.lines:
+            points = "; ".join(
+                f"{p.category} {p.value:,.1f} over {p.n} run{'s' if p.n != 1 else ''}"
+                for p in line.points
+            )
+            parts.append(f"{line.label}: {points}.")
+        return " ".join(parts)
+
+
+def trend_lines(
+    series: Sequence[tuple[str, Sequence[tuple[str, Sequence[float]]]]], *, unit: str
+) -> TrendLines | None:
+    """Median per category for each series, on one shared axis, with a min–max whisker.
+
+    Every series lists the same categories in the same order; a category with no values in
+    a series leaves a gap in its line. Drawn only when some series has two categories.
+    """
+    names = [name for name, _values in series[0][1]] if series else []
+    summaries = [(label, [box(values) for _name, values in cats]) for label, cats in series]
+    if not any(sum(s is not None for s in boxes) >= 2 for _label, boxes in summaries):
+        return None
+    present = [i for i in range(len(names)) if any(b[i] for _l, b in summaries)]
+    height = 280
+    bottom, right = height - BOTTOM, WIDTH - RIGHT
+    values = [v for _l, b in summaries for s in b if s for v in (s.low, s.high)]
+    axis = Axis(*_linear_range(values), start=bottom, end=TOP)
+    step = (right - LEFT) / len(present)
+    x_of = {i: round(LEFT + step * (place + 0.5), 1) for place, i in enumerate(present)}
+    lines = []
+    for index, (label, boxes) in enumerate(summaries):
+        points, path, gap = [], [], True
+        for i in present:
+            summary = boxes[i]
+            if summary is None:
+                gap = True
+                continue
+            point = TrendPoint(
+                x_of[i],
+                axis(summary.median),
+                axis(summary.low),
+                axis(summary.high),
+                names[i],
+                summary.median,
+                summary.n,
+            )
+            points.append(point)
+            path.append(("M" if gap else "L") + f"{point.x},{point.y}")
+            gap = False
+        if points:
+            lines.append(TrendLine(label, index % PALETTE_SIZE, points, " ".join(path)))
+    return TrendLines(
+        width=WIDTH,
+        height=height,
+        axis=axis,
+        ticks=axis.ticks(5),
+        categories=[Tick(x_of[i], names[i]) for i in present],
+        lines=lines,
         unit=unit,
         plot=(LEFT, TOP, right, bottom),
     )

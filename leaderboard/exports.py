@@ -1,5 +1,5 @@
-"""CSV, JSON and Markdown of a leaderboard view (the rows are Run objects with their stack),
-and the Atom writer that every feed uses."""
+"""CSV, JSON and Markdown of a leaderboard view (its rows: leaderboard.rows.Row lanes), the
+wording of feed entries, and the Atom writer that every feed uses."""
 
 from __future__ import annotations
 
@@ -12,37 +12,87 @@ from collections.abc import Callable, Sequence
 from django.utils.feedgenerator import Atom1Feed
 from django.utils.xmlutils import SimplerXMLGenerator
 
+from leaderboard.rows import Row
 from runs import bounds
-from runs.models import Run
+from runs.models import Run, ScoreScale
 
-# (header, value of a row); numbers stay numbers so spreadsheets can sort them.
-COLUMNS: list[tuple[str, Callable[[Run], object]]] = [
-    ("model", lambda r: r.stack.model_id),
-    ("quantization", lambda r: r.stack.quantization),
-    ("engine", lambda r: r.stack.engine),
-    ("engine_version", lambda r: r.engine_version),
-    ("harness", lambda r: r.stack.harness),
-    ("draft_model", lambda r: r.stack.draft_model),
-    ("context_length", lambda r: r.stack.context_length),
-    ("hardware", lambda r: r.hardware.label if r.hardware else "remote"),
-    ("score_scale", lambda r: r.score_scale),
-    ("comparable", lambda r: r.comparable),
-    ("verified", lambda r: r.is_verified),
-    ("overall", lambda r: r.overall_score),
-    ("quality", lambda r: r.quality_score),
-    ("speed", lambda r: r.speed_score),
-    ("reliability", lambda r: r.reliability_score),
-    ("value", lambda r: r.value_score),
-    ("decode_tps_median", lambda r: r.decode_tps),
-    ("decode_tps_stdev", lambda r: r.decode_tps_stdev),
-    ("decode_tps_p5", lambda r: r.decode_tps_p5),
-    ("decode_tps_p95", lambda r: r.decode_tps_p95),
-    ("prefill_tps_median", lambda r: r.prefill_tps),
-    ("ttft_ms_median", lambda r: r.ttft_ms),
-    ("runs", lambda r: getattr(r, "stack_runs", None)),
-    ("submitters", lambda r: r.stack.submitter_count),
-    ("started_at", lambda r: r.started_at.isoformat()),
-]
+MIXED_WARNING = (
+    "ALL HARDWARE: these rows pool runs from different machines. They are ranked by quality "
+    "alone, which does not depend on the machine; speed and scores that include speed are "
+    "given only per hardware class."
+)
+
+
+def view_meta(filters, scope, version: str) -> dict:
+    """What a view is about, said once at the top of an export (and per row in the CSV)."""
+    single = scope.single
+    return {
+        "hardware": "all hardware (mixes machines)" if scope.pooled else scope.label,
+        "hardware_class": single.slug if single else None,
+        "mixes_hardware": scope.pooled,
+        "warning": MIXED_WARNING if scope.pooled else "",
+        "score_scale": filters.scale,
+        "benchmark_version": version,
+        "speed": not scope.pooled,
+        "quality": filters.scale != ScoreScale.SPEED_ONLY,
+    }
+
+
+def _figure(row: Row, name: str, part: str):
+    figure = row.figures.get(name)
+    if figure is None:
+        return None
+    if part == "value":
+        return figure.value
+    return getattr(figure, part) if figure.median else None
+
+
+def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
+    """(header, value of a row); numbers stay numbers so spreadsheets can sort them. The
+    all-hardware view has no speed column and no score that includes speed."""
+    columns: list[tuple[str, Callable[[Row], object]]] = [
+        ("model", lambda r: r.stack.model_id),
+        ("quantization", lambda r: r.stack.quantization),
+        ("engine", lambda r: r.stack.engine),
+        ("harness", lambda r: r.stack.harness),
+        ("draft_model", lambda r: r.stack.draft_model),
+        ("context_length", lambda r: r.stack.context_length),
+    ]
+    if view["mixes_hardware"]:
+        columns.append(("hardware", lambda r: view["hardware"]))
+        columns.append(("warning", lambda r: view["warning"]))
+    else:
+        columns += [
+            ("hardware", lambda r: r.hardware_class.label if r.hardware_class else ""),
+            ("hardware_class", lambda r: r.hardware_class.slug if r.hardware_class else ""),
+        ]
+    columns += [
+        ("score_scale", lambda r: view["score_scale"]),
+        ("benchmark_version", lambda r: view["benchmark_version"]),
+    ]
+    figures = ["quality"] if view["quality"] else []
+    if view["speed"]:
+        if view["quality"]:
+            columns.append(("overall_best_run", lambda r: r.overall))
+        figures += ["decode_tps", "prefill_tps", "ttft_ms"]
+    lane_name = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft"}
+    for name in figures:
+        key = lane_name.get(name, name)
+        columns += [
+            (name, lambda r, k=key: _figure(r, k, "value")),
+            (f"{name}_ci95_low", lambda r, k=key: _figure(r, k, "low")),
+            (f"{name}_ci95_high", lambda r, k=key: _figure(r, k, "high")),
+        ]
+    columns += [
+        ("n_runs", lambda r: r.runs),
+        ("n_too_small", lambda r: r.n_too_small),
+        ("submitters", lambda r: r.submitters),
+        ("attempts", lambda r: r.best_of),
+        ("verified_best_run", lambda r: bool(r.best_run and r.best_run.is_verified)),
+    ]
+    return columns
+
+
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -50,16 +100,42 @@ def _rounded(value: object) -> object:
     return round(value, 3) if isinstance(value, float) else value
 
 
-def records(rows: Sequence[Run], *, base_url: str) -> list[dict]:
+def records(rows: Sequence[Row], *, base_url: str, view: dict) -> list[dict]:
     """One plain dict per row, ranked, with links back to the site."""
+    columns = _columns(view)
     out = []
-    for rank, run in enumerate(rows, start=1):
-        record = {"rank": rank}
-        record.update({name: _rounded(get(run)) for name, get in COLUMNS})
-        record["stack_url"] = f"{base_url}/stacks/{run.stack_id}/"
-        record["run_url"] = f"{base_url}/runs/{run.id}/"
+    for rank, row in enumerate(rows, start=1):
+        record: dict = {"rank": rank}
+        record.update({name: _rounded(get(row)) for name, get in columns})
+        record["stack_url"] = f"{base_url}/stacks/{row.stack_id}/"
+        record["best_run_url"] = f"{base_url}/runs/{row.best_run_id}/" if row.best_run_id else ""
         out.append(record)
     return out
+
+
+def run_hardware(run: Run) -> str:
+    """The hardware a single run is named by: its class, else its machine, else remote."""
+    if run.hardware_class_id:
+        return run.hardware_class.label
+    return run.hardware.label if run.hardware else "a remote endpoint"
+
+
+def feed_summary(run: Run, *, pooled: bool) -> str:
+    """One run's figures for a feed entry; quality alone where the view mixes hardware."""
+    if run.score_scale == ScoreScale.SPEED_ONLY:
+        scores = "speed only"
+    elif pooled:
+        scores = f"quality {run.quality_score:.1f}" if run.quality_score is not None else ""
+    elif run.overall_score is not None and run.quality_score is not None:
+        scores = f"overall {run.overall_score:.1f}, quality {run.quality_score:.1f}"
+    else:
+        scores = ""
+    parts = [scores] if scores else []
+    if not pooled:
+        speed = f"{run.decode_tps:.1f} tok/s decode" if run.decode_tps else "no speed data"
+        parts.append(f"{speed} on {run_hardware(run)}")
+    parts.append(run.get_score_scale_display())
+    return "; ".join(parts) + "."
 
 
 def safe_cell(value: object) -> object:
@@ -79,22 +155,23 @@ def to_csv(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def to_json(rows: list[dict], *, query: str) -> str:
-    return json.dumps({"query": query, "count": len(rows), "rows": rows}, indent=1)
+def to_json(rows: list[dict], *, query: str, view: dict) -> str:
+    return json.dumps({"query": query, "view": view, "count": len(rows), "rows": rows}, indent=1)
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+# (record key, header); keys a view's records lack (speed on all hardware) are left out.
 MARKDOWN_COLUMNS = [
     ("rank", "#"),
     ("model", "Model"),
     ("quantization", "Quant"),
     ("engine", "Engine"),
     ("hardware", "Hardware"),
-    ("overall", "Overall"),
+    ("overall_best_run", "Overall (best run)"),
     ("quality", "Quality"),
-    ("decode_tps_median", "Decode tok/s"),
-    ("ttft_ms_median", "TTFT ms"),
-    ("runs", "Runs"),
+    ("decode_tps", "Decode tok/s"),
+    ("ttft_ms", "TTFT ms"),
+    ("n_runs", "Runs"),
 ]
 
 
@@ -108,16 +185,34 @@ def markdown_text(value: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
 
 
-def to_markdown(rows: list[dict], *, title: str) -> str:
+def _with_interval(row: dict, key: str) -> str:
+    text = markdown_text(row.get(key))
+    low, high = row.get(f"{key}_ci95_low"), row.get(f"{key}_ci95_high")
+    if low is not None and high is not None:
+        return f"{text} ({markdown_text(low)}–{markdown_text(high)})"
+    if f"{key}_ci95_low" in row and row.get("n_too_small"):
+        return f"{text} (n too small)"
+    return text
+
+
+def to_markdown(rows: list[dict], *, title: str, view: dict) -> str:
     lines = [f"# {markdown_text(title)}", ""]
-    lines.append("| " + " | ".join(label for _, label in MARKDOWN_COLUMNS) + " |")
-    lines.append(
-        "|" + "|".join("---:" if key != "model" else "---" for key, _ in MARKDOWN_COLUMNS) + "|"
-    )
+    if view["warning"]:
+        lines += [f"> **{markdown_text(view['warning'])}**", ""]
+    lines += [
+        f"Score scale {markdown_text(view['score_scale'])}, benchmark version "
+        f"{markdown_text(view['benchmark_version'])}. Figures are medians with their 95% "
+        "interval in brackets; below three runs, the best run's value (n too small).",
+        "",
+    ]
+    keys = {key for row in rows for key in row} if rows else set()
+    if not rows:
+        keys = {"rank", "model", "quantization", "engine", "hardware", "n_runs"}
+    columns = [(key, label) for key, label in MARKDOWN_COLUMNS if key in keys]
+    lines.append("| " + " | ".join(label for _, label in columns) + " |")
+    lines.append("|" + "|".join("---:" if key != "model" else "---" for key, _ in columns) + "|")
     for row in rows:
-        lines.append(
-            "| " + " | ".join(markdown_text(row[key]) for key, _ in MARKDOWN_COLUMNS) + " |"
-        )
+        lines.append("| " + " | ".join(_with_interval(row, key) for key, _ in columns) + " |")
     return "\n".join(lines) + "\n"
 
 

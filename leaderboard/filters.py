@@ -1,7 +1,15 @@
-"""The leaderboard's query-string state: parsed, validated, and written back as a canonical URL."""
+"""The leaderboard's query-string state: parsed, validated, and written back as a canonical URL.
+
+The board ranks lanes (a stack on one hardware class). Which hardware comes first: `hw` names one
+class by its slug (or `all`, the pooled quality-only view), `vram` a GPU memory size, `fits` the
+most memory a stack may need; `vendor`, `gpu`, `cpu`, `apple` and `hardware` (a machine's id) are
+the older hardware filters and still narrow the classes. With none of them the board shows the
+class with the most runs (leaderboard.queries.hardware_scope).
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 
@@ -17,13 +25,12 @@ SCALES = {
     ScoreScale.V2: "Legacy v2",
     ScoreScale.SPEED_ONLY: "Speed only",
 }
-MODES = {"best": "Best run", "median": "Median run"}
+ALL_HARDWARE = "all"
 VRAM_CHOICES = [(label, f"≤ {label} GB") for _, label in normalize.VRAM_BUCKETS[:1]] + [
     (label, f"{label} GB") for _, label in normalize.VRAM_BUCKETS[1:]
 ]
 VRAM_CHOICES.append((normalize.VRAM_BUCKET_TOP, f"{normalize.VRAM_BUCKET_TOP} GB"))
-RAM_CHOICES = [(label, f"≤ {label} GB") for _, label in normalize.RAM_BUCKETS]
-RAM_CHOICES.append((normalize.RAM_BUCKET_TOP, f"{normalize.RAM_BUCKET_TOP} GB"))
+FITS_CHOICES = [(str(gb), f"{gb} GB") for gb in (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)]
 PARAM_CHOICES = [(label, label.replace("<=", "≤ ")) for _, label in normalize.PARAM_BUCKETS]
 PARAM_CHOICES.append((normalize.PARAM_BUCKET_TOP, normalize.PARAM_BUCKET_TOP))
 VENDOR_CHOICES = [("nvidia", "NVIDIA"), ("amd", "AMD"), ("apple", "Apple"), ("intel", "Intel")]
@@ -31,27 +38,29 @@ PROFILE_CHOICES = [("smoke", "smoke"), ("core", "core"), ("full", "full"), ("cus
 LOCATION_CHOICES = [("local", "Local only"), ("remote", "Remote only")]
 DAYS_CHOICES = [(7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"), (365, "Last year")]
 
-# key -> (ORM path on Run, label, higher is better). Text columns sort ascending first.
+# key -> (label, higher is better, kind). The kind says where a sort makes sense: "score"
+# (overall, which includes speed) and "speed" only within hardware classes, never on the
+# pooled all-hardware view; "quality" and "score" not on the speed-only list.
 SORTS = {
-    "overall": ("overall_score", "Overall", True),
-    "quality": ("quality_score", "Quality", True),
-    "speed": ("speed_score", "Speed", True),
-    "reliability": ("reliability_score", "Reliability", True),
-    "value": ("value_score", "Value", True),
-    "decode": ("decode_tps_median", "Decode tok/s", True),
-    "spread": ("decode_tps_stdev", "Decode spread", False),
-    "prefill": ("prefill_tps_median", "Prefill tok/s", True),
-    "ttft": ("ttft_ms_median", "TTFT ms", False),
-    "runs": ("stack_runs", "Runs", True),
-    "submitters": ("stack__submitter_count", "Submitters", True),
-    "model": ("stack__model_id", "Model", False),
-    "quant": ("stack__quantization", "Quant", False),
-    "engine": ("stack__engine", "Engine", False),
-    "hardware": ("hardware__gpu_model", "Hardware", False),
-    "date": ("started_at", "Date", True),
+    "overall": ("Overall", True, "score"),
+    "quality": ("Quality", True, "quality"),
+    "decode": ("Decode tok/s", True, "speed"),
+    "prefill": ("Prefill tok/s", True, "speed"),
+    "ttft": ("TTFT ms", False, "speed"),
+    "runs": ("Runs", True, "count"),
+    "submitters": ("Submitters", True, "count"),
+    "model": ("Model", False, "text"),
+    "quant": ("Quant", False, "text"),
+    "engine": ("Engine", False, "text"),
+    "hardware": ("Hardware", False, "hardware"),
+    "date": ("Date", True, "date"),
 }
 MAX_TEXT = 100
 PAGE_SIZE = 50
+_SLUG = re.compile(r"[a-z0-9][a-z0-9.-]{0,119}")
+_VERSION = re.compile(r"[A-Za-z0-9._+-]{1,20}")
+# The query value for runs that name no benchmark version (stored as ""; bv="" means newest).
+UNVERSIONED = "unversioned"
 
 
 def _choice(value: str, allowed) -> str:
@@ -63,13 +72,14 @@ class BoardFilters:
     """Everything that selects and orders leaderboard rows; the query string is the state."""
 
     scale: str = ScoreScale.V3
-    mode: str = "best"
+    bv: str = ""  # benchmark version; "" = the newest one on the scale, UNVERSIONED = none
     q: str = ""
+    hw: str = ""  # a hardware class slug, or "all"
+    vram: str = ""
+    fits: str = ""
     hardware: int = 0
     vendor: str = ""
     gpu: str = ""
-    vram: str = ""
-    ram: str = ""
     cpu: bool = False
     apple: bool = False
     engine: str = ""
@@ -85,6 +95,13 @@ class BoardFilters:
     sort: str = ""
     dir: str = ""
     page: int = 1
+
+    @property
+    def version_named(self) -> str | None:
+        """The stored benchmark version this view asks for; None: the newest on offer."""
+        if not self.bv:
+            return None
+        return "" if self.bv == UNVERSIONED else self.bv
 
     @classmethod
     def from_query(cls, query: QueryDict) -> BoardFilters:
@@ -103,17 +120,34 @@ class BoardFilters:
         except ValueError:
             page = 1
         hardware = text("hardware")
-        return cls(
+        vram, fits, cpu, apple = text("vram"), text("fits"), flag("cpu"), flag("apple")
+        hw = text("hw").lower()
+        # The form's one "your hardware" menu also offers sizes and kinds; they travel as
+        # hw=vram:24, hw=fits:24 or hw=kind:cpu and are written back as their own parameter.
+        prefix, _, rest = hw.partition(":")
+        if rest:
+            hw = ""
+            if prefix == "vram":
+                vram = rest
+            elif prefix == "fits":
+                fits = rest
+            elif prefix == "kind":
+                cpu, apple = rest == "cpu", rest == "apple"
+        elif hw != ALL_HARDWARE and not _SLUG.fullmatch(hw):
+            hw = ""
+        bv = text("bv")
+        filters = cls(
             scale=scale if scale in SCALES else ScoreScale.V3,
-            mode=text("mode") if text("mode") in MODES else "best",
+            bv=bv if _VERSION.fullmatch(bv) else "",
             q=text("q"),
+            hw=hw,
+            vram=_choice(vram, VRAM_CHOICES),
+            fits=_choice(fits, FITS_CHOICES),
             hardware=int(hardware) if hardware.isdigit() and len(hardware) < 12 else 0,
             vendor=_choice(text("vendor"), VENDOR_CHOICES),
             gpu=text("gpu"),
-            vram=_choice(text("vram"), VRAM_CHOICES),
-            ram=_choice(text("ram"), RAM_CHOICES),
-            cpu=flag("cpu"),
-            apple=flag("apple"),
+            cpu=cpu,
+            apple=apple,
             engine=text("engine"),
             quant=text("quant"),
             family=text("family"),
@@ -128,22 +162,44 @@ class BoardFilters:
             dir=text("dir") if text("dir") in ("asc", "desc") else "",
             page=page,
         )
+        if filters.hw:
+            # One named class (or all hardware) says everything about the hardware.
+            filters = replace(filters, **{name: _default(name) for name in CLASS_NARROWING})
+        return filters
 
     # --- what the view needs to know -------------------------------------------------------
 
     @property
+    def pooled(self) -> bool:
+        """The all-hardware view: quality pooled across machines, no speed at all."""
+        return self.hw == ALL_HARDWARE
+
+    @property
+    def picks_hardware(self) -> bool:
+        """Whether the visitor said anything about their hardware (else: the default class)."""
+        return bool(self.hw) or any(getattr(self, name) for name in CLASS_NARROWING)
+
+    def sort_allowed(self, key: str) -> bool:
+        kind = SORTS[key][2]
+        if self.pooled and kind in ("score", "speed", "hardware"):
+            return False
+        return not (self.scale == ScoreScale.SPEED_ONLY and kind in ("score", "quality"))
+
+    @property
     def default_sort(self) -> str:
-        return "decode" if self.scale == ScoreScale.SPEED_ONLY else "overall"
+        if self.scale == ScoreScale.SPEED_ONLY:
+            return "decode"
+        return "quality" if self.pooled else "overall"
 
     @property
     def sort_key(self) -> str:
-        return self.sort or self.default_sort
+        return self.sort if self.sort and self.sort_allowed(self.sort) else self.default_sort
 
     @property
     def descending(self) -> bool:
         if self.dir:
             return self.dir == "desc"
-        return SORTS[self.sort_key][2]
+        return SORTS[self.sort_key][1]
 
     @property
     def comparable_only(self) -> bool:
@@ -152,34 +208,27 @@ class BoardFilters:
 
     @property
     def run_level(self) -> bool:
-        """Filters that pick among a stack's runs, so the denormalised best run cannot answer."""
+        """Filters that pick among a lane's runs, so the stored lane figures cannot answer and
+        the rows are computed from the matching runs instead."""
         return bool(
-            self.q
-            or self.hardware
-            or self.vendor
-            or self.gpu
-            or self.vram
-            or self.ram
-            or self.cpu
-            or self.apple
-            or self.profile
+            self.profile
             or self.location
             or self.verified
             or self.days
-            or self.mode != "best"
-            or self.scale != ScoreScale.V3
-            or not self.comparable_only
+            or (self.scale == ScoreScale.V3 and not self.comparable_only)
         )
 
     def active(self) -> list[tuple[str, str]]:
-        """(parameter, human label) for every filter that narrows the view, for the chips."""
+        """(parameter, human label) for every filter that narrows the view, for the chips.
+
+        The hardware choice itself is the view's heading, not a chip."""
         labels = {
             "q": f"“{self.q}”",
-            "hardware": "one machine class",
+            "vram": f"VRAM {dict(VRAM_CHOICES).get(self.vram, '')}",
+            "fits": f"fits in {dict(FITS_CHOICES).get(self.fits, '')}",
+            "hardware": "one machine's class",
             "vendor": dict(VENDOR_CHOICES).get(self.vendor, ""),
             "gpu": self.gpu,
-            "vram": f"VRAM {dict(VRAM_CHOICES).get(self.vram, '')}",
-            "ram": f"RAM {dict(RAM_CHOICES).get(self.ram, '')}",
             "cpu": "CPU only",
             "apple": "Apple Silicon",
             "engine": self.engine,
@@ -192,6 +241,7 @@ class BoardFilters:
             "location": dict(LOCATION_CHOICES).get(self.location, ""),
             "verified": "verified only",
             "days": {str(k): v for k, v in DAYS_CHOICES}.get(self.days, ""),
+            "bv": f"benchmark {self.bv}",
         }
         return [(name, label) for name, label in labels.items() if getattr(self, name)]
 
@@ -209,8 +259,12 @@ class BoardFilters:
         return query
 
     def without(self, name: str) -> QueryDict:
-        field = next(f for f in fields(self) if f.name == name)
-        return self.to_query(**{name: field.default, "page": 1})
+        return self.to_query(**{name: _default(name), "page": 1})
+
+    def with_hardware(self, hw: str) -> BoardFilters:
+        """The same view on another hardware choice (one class slug, or "all")."""
+        cleared = {name: _default(name) for name in CLASS_NARROWING}
+        return replace(self, hw=hw, page=1, **cleared)
 
     # --- querysets ------------------------------------------------------------------------
 
@@ -249,10 +303,18 @@ class BoardFilters:
 
     def run_filter_query(self) -> QueryDict:
         """The part of the state that says where and how runs were measured (kept by compare)."""
-        keep = {"hardware", "vendor", "gpu", "vram", "ram", "cpu", "apple", "profile"}
-        keep |= {"location", "verified", "days"}
+        keep = {"hw", "vram", "fits", "hardware", "vendor", "gpu", "cpu", "apple", "profile"}
+        keep |= {"location", "verified", "days", "bv"}
         query = self.to_query()
         for key in list(query):
             if key not in keep:
                 del query[key]
         return query
+
+
+# Parameters that narrow the hardware classes when no single class is named.
+CLASS_NARROWING = ("vram", "fits", "hardware", "vendor", "gpu", "cpu", "apple")
+
+
+def _default(name: str):
+    return next(f.default for f in fields(BoardFilters) if f.name == name)

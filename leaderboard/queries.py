@@ -1,179 +1,435 @@
-"""Read queries behind the public pages: one representative run per stack, facets, feeds."""
+"""Read queries behind the public board: the hardware a view is about, its lanes, facets, feeds.
+
+Ranked rows are lanes: one stack on one hardware class, on one score scale and benchmark
+version. Speed, and every score that includes speed, is read only from a lane on one class;
+the all-hardware view reads the pooled lanes, which carry quality alone.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+from dataclasses import dataclass, field
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
-from django.db.models import Count, F, OrderBy, Q, Window
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models import Count, F, Q, Sum
+from django.db.models.functions import Coalesce
 
+from leaderboard import cache as board_cache
+from leaderboard import rows as board_rows
 from leaderboard.filters import PAGE_SIZE, SORTS, BoardFilters
-from runs.models import Hardware, Run, RunQuerySet, ScoreScale, Stack
+from leaderboard.rows import Row
+from runs import normalize
+from runs.models import (
+    HardwareClass,
+    HardwareKind,
+    Lane,
+    Run,
+    RunQuerySet,
+    ScoreScale,
+    Stack,
+)
 
-# Columns of the narrow per-stack list: enough to sort, count, paginate and draw the scatter.
+EXPORT_LIMIT = 5000
+# A view computed from runs reads every matching run into leaderboard.rows.aggregate (about
+# 20,000 runs a second on the benchmark machine); beyond this it asks for a narrower view.
+RUN_FILTER_LIMIT = 20_000
+# Columns of the narrow lane list: enough to sort, count, paginate and draw the scatter.
 NARROW = (
     "id",
+    "value_quality",
+    "value_decode",
     "stack_id",
-    "stack_runs",
-    "quality_score",
-    "decode_tps_median",
     "stack__model_id",
     "stack__quantization",
     "stack__engine",
 )
-EXPORT_LIMIT = 5000
+KIND_ORDER = [HardwareKind.GPU, HardwareKind.APPLE, HardwareKind.CPU, HardwareKind.REMOTE]
 
 
-def rank_order(scale: str) -> list[OrderBy]:
-    """How a stack's runs are ranked against each other; ties go to the newest run.
-
-    Matches runs.services' choice of Stack.best_run, so both paths show the same run.
-    """
-    first = "decode_tps_median" if scale == ScoreScale.SPEED_ONLY else "overall_score"
-    return [F(first).desc(nulls_last=True), F("started_at").desc(), F("id").asc()]
+# --- which hardware a view is about ---------------------------------------------------------
 
 
-def board_order(filters: BoardFilters) -> list[OrderBy]:
-    column = F(SORTS[filters.sort_key][0])
-    primary = column.desc(nulls_last=True) if filters.descending else column.asc(nulls_last=True)
-    return [primary, rank_order(filters.scale)[0], F("stack_id").asc()]
+@dataclass
+class Scope:
+    """The hardware classes a view ranks lanes on.
+
+    `class_ids` None with `pooled` set is the all-hardware view (pooled lanes, quality only);
+    None without it (feeds only) puts no restriction on the hardware."""
+
+    class_ids: list[int] | None
+    label: str
+    pooled: bool = False
+    default: bool = False  # the visitor named no hardware: the class with the most runs
+    single: HardwareClass | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.class_ids == [] and not self.pooled
 
 
-def hardware_ids(filters: BoardFilters) -> list[int] | None:
-    """Hardware rows the hardware filters allow, or None when no hardware filter is set.
+def vram_range(label: str) -> tuple[float, float]:
+    """The (exclusive low, inclusive high) GB of a VRAM size choice (runs.normalize buckets)."""
+    low = 0.0
+    for upper, name in normalize.VRAM_BUCKETS:
+        if name == label:
+            return low, float(upper)
+        low = float(upper)
+    return low, math.inf
 
-    Resolving them first (a small table) hands Postgres a literal id list, which it can
-    estimate and serve from the run-by-hardware index instead of scanning every run.
-    """
+
+def _narrowing_q(filters: BoardFilters) -> Q:
     q = Q()
-    if filters.hardware:
-        q &= Q(id=filters.hardware)
-    if filters.vendor:
-        q &= Q(gpu_vendor=filters.vendor)
-    if filters.gpu:
-        q &= Q(gpu_model=filters.gpu)
     if filters.vram:
-        q &= Q(vram_bucket=filters.vram)
-    if filters.ram:
-        q &= Q(ram_bucket=filters.ram)
-    if filters.cpu and filters.apple:
-        q &= Q(accelerator="cpu") | Q(gpu_vendor="apple")
-    elif filters.cpu:
-        q &= Q(accelerator="cpu")
-    elif filters.apple:
-        q &= Q(gpu_vendor="apple")
-    if not q:
-        return None
-    return list(Hardware.objects.filter(q).values_list("id", flat=True))
+        low, high = vram_range(filters.vram)
+        q &= Q(kind=HardwareKind.GPU, memory_gb__gt=low)
+        if high != math.inf:
+            q &= Q(memory_gb__lte=high + 1e-6)
+    kinds = {HardwareKind.CPU} if filters.cpu else set()
+    kinds |= {HardwareKind.APPLE} if filters.apple else set()
+    if filters.fits:
+        # The stack ran in at most this much memory: GPUs and Apple chips unless a kind is named.
+        q &= Q(memory_gb__lte=float(filters.fits) + 1e-6)
+        kinds = kinds or {HardwareKind.GPU, HardwareKind.APPLE}
+    if kinds:
+        q &= Q(kind__in=sorted(kinds))
+    if filters.vendor:
+        q &= Q(vendor=filters.vendor)
+    if filters.gpu:
+        q &= Q(chip__iexact=filters.gpu) | Q(label__iexact=filters.gpu)
+    if filters.hardware:
+        q &= Q(machines__id=filters.hardware)
+    return q
 
 
-def matching_runs(filters: BoardFilters) -> RunQuerySet:
-    """Published runs on the view's scale that pass every filter."""
-    runs = Run.objects.published().on_scale(filters.scale).filter(filters.stack_q())
-    if filters.comparable_only:
-        runs = runs.comparable()
-    if filters.q:
-        # Two small lookups instead of ILIKE across a three-table join for every run.
-        text = filters.q
-        stacks = Stack.objects.filter(
-            Q(model_id__icontains=text) | Q(engine__icontains=text) | Q(quantization__iexact=text)
-        ).values_list("id", flat=True)
-        machines = Hardware.objects.filter(
-            Q(gpu_model__icontains=text) | Q(cpu_model__icontains=text)
-        ).values_list("id", flat=True)
-        runs = runs.filter(Q(stack_id__in=list(stacks)) | Q(hardware_id__in=list(machines)))
-    return restrict_runs(runs, filters)
+def default_class(scale: str) -> HardwareClass | None:
+    """The hardware class with the most runs on this scale (the board's default view)."""
 
-
-def restrict_runs(runs: RunQuerySet, filters: BoardFilters) -> RunQuerySet:
-    """Apply the filters that say where and how a run was measured (hardware, profile, date)."""
-    ids = hardware_ids(filters)
-    if ids is not None:
-        runs = runs.filter(hardware_id__in=ids)
-    return filters.apply_to_runs(runs)
-
-
-def _id_in(ids: list[int]) -> Q:
-    """id IN ids; on Postgres as one array parameter, which plans in a fraction of a
-    millisecond where a literal list of thousands of ids takes longer to plan than to run."""
-    if connection.vendor == "postgresql":
-        return Q(id__in=RawSQL("SELECT unnest(%s::bigint[])", (ids,)))
-    return Q(id__in=ids)
-
-
-def _narrow(filters: BoardFilters) -> RunQuerySet:
-    """One run per stack (best or median), as narrow rows in display order.
-
-    The common view (v3, comparable, best run, no run-level filter) reads the best run that
-    runs.services keeps on each stack: an explicit id list lets Postgres fetch those rows by
-    primary key instead of scanning every run. Any filter that changes which of a stack's runs
-    qualify ranks the matching runs per stack with a window function instead.
-    """
-    if not filters.run_level:
-        best = Stack.objects.filter(filters.stack_q(prefix=""), best_run__isnull=False)
-        runs = (
-            Run.objects.published()
-            .comparable()
-            .on_scale(ScoreScale.V3)
-            .filter(_id_in(list(best.values_list("best_run_id", flat=True))))
-            .annotate(stack_runs=F("stack__published_run_count"))
+    def compute() -> HardwareClass | None:
+        return (
+            HardwareClass.objects.filter(lanes__score_scale=scale, lanes__run_count__gt=0)
+            .annotate(lane_runs=Sum("lanes__run_count"))
+            .order_by("-lane_runs", "id")
+            .first()
         )
-    else:
-        runs = matching_runs(filters).annotate(
-            place=Window(
-                RowNumber(), partition_by=[F("stack_id")], order_by=rank_order(filters.scale)
-            ),
-            stack_runs=Window(Count("id"), partition_by=[F("stack_id")]),
+
+    return board_cache.cached("default-class", scale, compute)
+
+
+def hardware_scope(filters: BoardFilters, *, pick_default: bool = True) -> Scope:
+    """The classes the filters name; with none named, the most common class (or, for feeds,
+    `pick_default=False`, every class)."""
+    if filters.pooled:
+        return Scope(None, "All hardware", pooled=True)
+    if filters.hw:
+        found = HardwareClass.objects.filter(slug=filters.hw).first()
+        if found is not None:
+            return Scope([found.id], found.label, single=found)
+        sized = sized_classes(filters.hw)
+        if len(sized) == 1:
+            return Scope([sized[0].id], sized[0].label, single=sized[0])
+        if sized:
+            return Scope([c.id for c in sized], " or ".join(c.label for c in sized))
+        return Scope([], f"unknown hardware “{filters.hw}”")
+    if filters.picks_hardware:
+        classes = list(HardwareClass.objects.filter(_narrowing_q(filters)).distinct())
+        labels = [label for name, label in filters.active() if name in CLASS_LABELLED]
+        if len(classes) == 1:
+            return Scope([classes[0].id], classes[0].label, single=classes[0])
+        return Scope([c.id for c in classes], ", ".join(labels))
+    if not pick_default:
+        return Scope(None, "any hardware")
+    found = default_class(filters.scale)
+    if found is None:
+        return Scope([], "no hardware yet", default=True)
+    return Scope([found.id], found.label, default=True, single=found)
+
+
+CLASS_LABELLED = ("vram", "fits", "hardware", "vendor", "gpu", "cpu", "apple")
+_SIZE_SUFFIX = re.compile(r"[0-9]+(?:\.[0-9]+)?gb")
+
+
+def sized_classes(model_slug: str) -> list[HardwareClass]:
+    """The classes of one chip in every memory size: "rtx-4090" names "rtx-4090-24gb", and
+    "apple-m2-max" both "apple-m2-max-64gb" and "apple-m2-max-96gb" (kept apart as lanes)."""
+    found = HardwareClass.objects.filter(slug__startswith=f"{model_slug}-").order_by("slug")
+    return [c for c in found if _SIZE_SUFFIX.fullmatch(c.slug[len(model_slug) + 1 :])]
+
+
+def version_key(version: str) -> tuple:
+    """Benchmark versions newest first: numeric parts compared as numbers, others last."""
+    parts = []
+    for piece in version.replace("-", ".").split("."):
+        parts.append((1, int(piece), "") if piece.isdigit() else (0, 0, piece))
+    return tuple(parts)
+
+
+def benchmark_versions(scale: str, *, every_run: bool = False) -> list[str]:
+    """Benchmark versions with lanes on this scale, newest first; with `every_run`, those of
+    runs no lane counts as well (non-comparable ones, for a view that includes them)."""
+
+    def compute() -> list[str]:
+        found = set(
+            Lane.objects.filter(score_scale=scale, run_count__gt=0)
+            .values_list("benchmark_version", flat=True)
+            .distinct()
         )
-        if filters.mode == "median":
-            # The middle run by rank (the better of the two middles for an even count).
-            runs = runs.filter(place=(F("stack_runs") + 1) / 2)
-        else:
-            runs = runs.filter(place=1)
-    return runs.order_by(*board_order(filters))
+        if every_run:
+            runs = Run.objects.published().on_scale(scale).filter(comparable=False)
+            found |= set(runs.values_list("benchmark_version", flat=True).distinct())
+        return sorted(found, key=version_key, reverse=True)
+
+    return board_cache.cached("versions", f"{scale}|{int(every_run)}", compute)
+
+
+def benchmark_version(filters: BoardFilters) -> tuple[str, list[str]]:
+    """The version a view ranks (the one asked for, else the newest) and all on offer."""
+    every_run = filters.scale == ScoreScale.V3 and not filters.comparable_only
+    versions = benchmark_versions(filters.scale, every_run=every_run)
+    if filters.version_named is not None and filters.version_named in versions:
+        return filters.version_named, versions
+    return (versions[0] if versions else ""), versions
+
+
+def _text_q(text: str, *, stack: str = "stack_id", hardware: str = "hardware_class_id") -> Q:
+    # Two small lookups instead of ILIKE across a join for every lane or run.
+    stacks = Stack.objects.filter(
+        Q(model_id__icontains=text) | Q(engine__icontains=text) | Q(quantization__iexact=text)
+    ).values_list("id", flat=True)
+    classes = HardwareClass.objects.filter(
+        Q(label__icontains=text) | Q(chip__icontains=text)
+    ).values_list("id", flat=True)
+    return Q(**{f"{stack}__in": list(stacks)}) | Q(**{f"{hardware}__in": list(classes)})
+
+
+# --- the board ------------------------------------------------------------------------------
 
 
 @dataclass
 class Board:
     page: Page
-    rows: list[Run]
+    rows: list[Row]
     points: list[dict]
+    scope: Scope
+    version: str
+    versions: list[str] = field(default_factory=list)
+    too_many_runs: int = 0  # a run filter matched more than RUN_FILTER_LIMIT runs
 
     @property
     def total(self) -> int:
         return self.page.paginator.count
 
+    @property
+    def other_versions(self) -> list[str]:
+        return [v for v in self.versions if v != self.version]
 
-def _runs_in_order(narrow_rows: list[tuple]) -> list[Run]:
-    ids = [row[0] for row in narrow_rows]
-    counts = {row[0]: row[2] for row in narrow_rows}
-    by_id = Run.objects.select_related("stack", "hardware").in_bulk(ids)
-    rows = []
-    for run_id in ids:
-        run = by_id.get(run_id)
-        if run is not None:
-            run.stack_runs = counts[run_id]
-            rows.append(run)
+
+def lanes(filters: BoardFilters, scope: Scope, version: str):
+    """Stored lanes in the view, annotated with the values they show, in display order."""
+    qs = Lane.objects.filter(
+        score_scale=filters.scale,
+        benchmark_version=version,
+        best_run__isnull=False,
+        run_count__gt=0,
+    ).filter(filters.stack_q())
+    if scope.pooled:
+        qs = qs.filter(hardware_class__isnull=True)
+    else:
+        qs = qs.filter(hardware_class_id__in=scope.class_ids or [])
+    if filters.q:
+        qs = qs.filter(_text_q(filters.q))
+    qs = qs.annotate(
+        **{f"value_{name}": board_rows.LANE_VALUES[name] for name in board_rows.FIGURES}
+    )
+    column = F(board_rows.LANE_SORTS[filters.sort_key])
+    primary = column.desc(nulls_last=True) if filters.descending else column.asc(nulls_last=True)
+    tie = F(board_rows.LANE_SORTS[filters.default_sort]).desc(nulls_last=True)
+    return qs.order_by(primary, tie, "stack_id", "hardware_class_id")
+
+
+def _lane_rows(ids: list[int], scale: str) -> list[Row]:
+    by_id = Lane.objects.select_related("stack", "hardware_class", "best_run").in_bulk(ids)
+    return [board_rows.from_lane(by_id[i], scale=scale) for i in ids if i in by_id]
+
+
+def _matching(filters: BoardFilters, scope: Scope, version: str) -> RunQuerySet:
+    """The published runs a run-filtered view is computed from."""
+    runs = (
+        Run.objects.published()
+        .on_scale(filters.scale)
+        .filter(benchmark_version=version)
+        .filter(filters.stack_q())
+    )
+    if filters.comparable_only:
+        runs = runs.comparable()
+    if not scope.pooled:
+        runs = runs.filter(hardware_class_id__in=scope.class_ids or [])
+    if filters.q:
+        runs = runs.filter(_text_q(filters.q))
+    return filters.apply_to_runs(runs)
+
+
+def run_values(filters: BoardFilters, scope: Scope, version: str) -> list[tuple]:
+    """The matching published runs as board_rows.RUN_COLUMNS tuples, without the submitter
+    (a join to every run's submission; `_count_submitters` counts them for the rows needed)."""
+    return list(
+        _matching(filters, scope, version).values_list(
+            "id",
+            "stack_id",
+            "hardware_class_id",
+            "overall_score",
+            "quality_score",
+            Coalesce("decode_tps_median", "decode_tps_mean"),
+            Coalesce("prefill_tps_median", "prefill_tps_mean"),
+            Coalesce("ttft_ms_median", "ttft_ms_mean"),
+            "started_at",
+        )
+    )
+
+
+def _count_submitters(
+    rows: list[Row], filters: BoardFilters, scope: Scope, version: str
+) -> list[Row]:
+    """Distinct submitters of each row's matching runs (imported names and accounts apart,
+    as runs.services counts a stack's)."""
+    runs = _matching(filters, scope, version).filter(stack_id__in={r.stack_id for r in rows})
+    group = ["stack_id"] if scope.pooled else ["stack_id", "hardware_class_id"]
+    counted = runs.values(*group).annotate(
+        n=Count("submission__submitter_name", distinct=True, filter=Q(submission__submitter=None))
+        + Count("submission__submitter", distinct=True)
+    )
+    found = {(c["stack_id"], c.get("hardware_class_id")): c["n"] for c in counted}
+    for row in rows:
+        row.submitters = found.get((row.stack_id, row.hardware_class_id), 0)
+    return rows
+
+
+def _too_many(filters: BoardFilters, scope: Scope, version: str) -> int:
+    """How many runs a run-filtered view matches, when that is more than it may read."""
+    count = _matching(filters, scope, version)[: RUN_FILTER_LIMIT + 1].count()
+    return count if count > RUN_FILTER_LIMIT else 0
+
+
+def _rows_from_runs(filters: BoardFilters, scope: Scope, version: str) -> list[Row]:
+    """Every row of a view whose filters pick among a lane's runs, sorted, stacks attached."""
+    found = board_rows.aggregate(
+        run_values(filters, scope, version), scale=filters.scale, pooled=scope.pooled
+    )
+    stacks = Stack.objects.in_bulk({r.stack_id for r in found})
+    classes = HardwareClass.objects.in_bulk({r.hardware_class_id for r in found} - {None})
+    found = board_rows.attach(found, stacks=stacks, classes=classes, runs={})
+    if filters.sort_key == "submitters":
+        found = _count_submitters(found, filters, scope, version)
+    return board_rows.sort_rows(
+        found, filters.sort_key, descending=filters.descending, tie=filters.default_sort
+    )
+
+
+def _finish_run_rows(
+    rows: list[Row], filters: BoardFilters, scope: Scope, version: str
+) -> list[Row]:
+    """Best runs, submitters and attempt counts (every upload on the lane) for the rows shown."""
+    runs = Run.objects.in_bulk([r.best_run_id for r in rows])
+    stored = Lane.objects.filter(
+        score_scale=filters.scale,
+        benchmark_version=version,
+        stack_id__in={r.stack_id for r in rows},
+    ).values_list("stack_id", "hardware_class_id", "attempt_count")
+    attempts = {(s, c): n for s, c, n in stored}
+    for row in rows:
+        row.best_run = runs.get(row.best_run_id)
+        row.attempts = max(row.runs, attempts.get((row.stack_id, row.hardware_class_id), 0))
+    if rows and filters.sort_key != "submitters":
+        _count_submitters(rows, filters, scope, version)
     return rows
 
 
 def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
-    """The page of rows the filters ask for, plus the scatter's points (two or three queries)."""
-    narrow_rows = list(_narrow(filters).values_list(*NARROW))
-    page = Paginator(narrow_rows, PAGE_SIZE).get_page(filters.page)
-    points = [
-        dict(zip(NARROW, row, strict=True)) for row in narrow_rows if row[3] is not None and row[4]
-    ][:scatter_limit]
-    return Board(page=page, rows=_runs_in_order(list(page.object_list)), points=points)
+    """The page of rows the filters ask for, plus the scatter's points.
+
+    The scatter (quality against decode speed) is drawn only for a single hardware class:
+    points from different machines would make a Pareto front across hardware."""
+    scope = hardware_scope(filters)
+    version, versions = benchmark_version(filters)
+    no_rows = scope.empty or (scope.pooled and filters.scale == ScoreScale.SPEED_ONLY)
+    chart = scope.single is not None and filters.scale != ScoreScale.SPEED_ONLY
+    if no_rows:
+        page = Paginator([], PAGE_SIZE).get_page(1)
+        return Board(page, [], [], scope, version, versions)
+    if filters.run_level and (n := _too_many(filters, scope, version)):
+        page = Paginator([], PAGE_SIZE).get_page(1)
+        return Board(page, [], [], scope, version, versions, too_many_runs=n)
+    if filters.run_level:
+        every = _rows_from_runs(filters, scope, version)
+        page = Paginator(every, PAGE_SIZE).get_page(filters.page)
+        rows = _finish_run_rows(list(page.object_list), filters, scope, version)
+        points = [_point(r.stack, r.quality, r.decode) for r in every] if chart else []
+    else:
+        narrow = list(lanes(filters, scope, version).values_list(*NARROW))
+        page = Paginator(narrow, PAGE_SIZE).get_page(filters.page)
+        rows = _lane_rows([row[0] for row in page.object_list], filters.scale)
+        points = _lane_points(narrow[:scatter_limit]) if chart else []
+    points = [p for p in points if p][:scatter_limit]
+    return Board(page, rows, points, scope, version, versions)
 
 
-def board_export_rows(filters: BoardFilters) -> list[Run]:
+def _point(stack: Stack, quality, decode) -> dict | None:
+    if quality is None or decode is None or not decode.value:
+        return None
+    return {
+        "stack_id": stack.id,
+        "quality_score": quality.value,
+        "decode_tps_median": decode.value,
+        "stack__model_id": stack.model_id,
+        "stack__quantization": stack.quantization,
+        "stack__engine": stack.engine,
+    }
+
+
+def _lane_points(narrow: list[tuple]) -> list[dict]:
+    keys = ("quality_score", "decode_tps_median", "stack_id")
+    keys += ("stack__model_id", "stack__quantization", "stack__engine")
+    return [
+        dict(zip(keys, row[1:], strict=True)) for row in narrow if row[1] is not None and row[2]
+    ]
+
+
+def board_export_rows(filters: BoardFilters) -> tuple[list[Row], Scope, str]:
     """Every row of the filtered view in display order (capped), for CSV/JSON/Markdown."""
-    narrow_rows = list(_narrow(filters).values_list(*NARROW)[:EXPORT_LIMIT])
-    return _runs_in_order(narrow_rows)
+    scope = hardware_scope(filters)
+    version, _versions = benchmark_version(filters)
+    if scope.empty or (scope.pooled and filters.scale == ScoreScale.SPEED_ONLY):
+        return [], scope, version
+    if filters.run_level and _too_many(filters, scope, version):
+        return [], scope, version
+    if filters.run_level:
+        rows = _rows_from_runs(filters, scope, version)[:EXPORT_LIMIT]
+        return _finish_run_rows(rows, filters, scope, version), scope, version
+    ids = list(lanes(filters, scope, version).values_list("id", flat=True)[:EXPORT_LIMIT])
+    return _lane_rows(ids, filters.scale), scope, version
+
+
+# --- menus, feeds and other lists -----------------------------------------------------------
+
+
+def hardware_choices() -> list[dict]:
+    """Hardware classes with published lanes, for "your hardware": most runs first per kind."""
+    classes = HardwareClass.objects.filter(lanes__run_count__gt=0).annotate(
+        lane_runs=Sum("lanes__run_count")
+    )
+    choices = [
+        {
+            "id": c.id,
+            "slug": c.slug,
+            "label": c.label,
+            "kind": c.kind,
+            "memory_gb": c.memory_gb,
+            "runs": c.lane_runs,
+        }
+        for c in classes
+    ]
+    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    return sorted(choices, key=lambda c: (order.get(c["kind"], 9), -c["runs"], c["label"]))
 
 
 def facets() -> dict:
@@ -189,14 +445,39 @@ def facets() -> dict:
         quants.add(quant)
         families.add(family)
         harnesses.add(harness)
-    gpus = Hardware.objects.exclude(gpu_model="").values_list("gpu_vendor", "gpu_model").distinct()
     return {
         "engines": sorted(e for e in engines if e),
         "quants": sorted(q for q in quants if q),
         "families": sorted(f for f in families if f),
         "harnesses": sorted(h for h in harnesses if h),
-        "gpus": sorted({model for _vendor, model in gpus}),
+        "hardware": cached_hardware_choices(),
     }
+
+
+def cached_hardware_choices() -> list[dict]:
+    return board_cache.cached("hardware-choices", "", hardware_choices)
+
+
+def restrict_runs(runs: RunQuerySet, filters: BoardFilters) -> RunQuerySet:
+    """Apply the filters that say where and how a run was measured (hardware, profile, date).
+
+    Hardware is restricted only where the visitor named some: no default class here."""
+    scope = hardware_scope(filters, pick_default=False)
+    if scope.class_ids is not None:
+        runs = runs.filter(hardware_class_id__in=scope.class_ids)
+    return filters.apply_to_runs(runs)
+
+
+def matching_runs(filters: BoardFilters) -> RunQuerySet:
+    """Published runs on the view's scale that pass every filter (any hardware if none named)."""
+    runs = Run.objects.published().on_scale(filters.scale).filter(filters.stack_q())
+    if filters.comparable_only:
+        runs = runs.comparable()
+    if filters.version_named is not None:
+        runs = runs.filter(benchmark_version=filters.version_named)
+    if filters.q:
+        runs = runs.filter(_text_q(filters.q))
+    return restrict_runs(runs, filters)
 
 
 def newest_approved(filters: BoardFilters, limit: int = 50) -> RunQuerySet:
@@ -204,9 +485,23 @@ def newest_approved(filters: BoardFilters, limit: int = 50) -> RunQuerySet:
     return (
         matching_runs(filters)
         .annotate(approved_at=Coalesce("submission__decided_at", "created_at"))
-        .select_related("stack", "hardware", "submission", "submission__submitter")
+        .select_related("stack", "hardware", "hardware_class", "submission__submitter")
         .order_by(F("approved_at").desc(), "-id")[:limit]
     )
+
+
+def machine_count() -> int:
+    """Hardware classes with published runs (the landing page's "hardware classes")."""
+    return (
+        Lane.objects.filter(hardware_class__isnull=False, run_count__gt=0)
+        .values("hardware_class_id")
+        .distinct()
+        .count()
+    )
+
+
+def sort_label(key: str) -> str:
+    return SORTS[key][0]
 
 
 def account_runs_q(username: str, prefix: str = "submission__") -> Q:

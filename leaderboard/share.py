@@ -54,6 +54,50 @@ def _fit(draw: ImageDraw.ImageDraw, text: str, font, width: int) -> str:
     return text + "…"
 
 
+def title_lines(draw: ImageDraw.ImageDraw, text: str, font, width: int, count: int) -> list[str]:
+    """The title in at most `count` lines. What is cut is the middle, not the end: the end of
+    a stack's label is what tells it from its neighbours on a compare card."""
+    words = " ".join(str(text).split())[:200].split(" ")
+    lines: list[str] = []
+    while words and len(lines) < count - 1:
+        line = words.pop(0)
+        while words and draw.textlength(f"{line} {words[0]}", font=font) <= width:
+            line += " " + words.pop(0)
+        lines.append(_fit(draw, line, font, width))
+    rest = " ".join(words)
+    if rest and draw.textlength(rest, font=font) > width:
+        while rest and draw.textlength("…" + rest, font=font) > width:
+            rest = rest[1:]
+        rest = "…" + rest
+    if rest:
+        lines.append(rest)
+    return lines
+
+
+def measure() -> ImageDraw.ImageDraw:
+    """A drawing surface for measuring text as the cards do."""
+    return ImageDraw.Draw(Image.new("RGB", (1, 1)))
+
+
+@dataclass(frozen=True)
+class Card:
+    """What one share image draws."""
+
+    kicker: str
+    columns: tuple[Column, ...]
+    footer: str
+
+    def text(self) -> str:
+        """Everything the card draws, as plain text (the PNG itself carries no text chunk)."""
+        lines = [self.kicker]
+        shown = 6 if len(self.columns) <= 1 else 4  # as many metrics as _metrics draws
+        for column in self.columns[:4]:
+            lines.append(f"{column.title} — {column.subtitle}")
+            lines.extend(f"{m.label}: {m.value}" for m in column.metrics[:shown])
+        lines.append(self.footer)
+        return "\n".join(" ".join(str(line).split()) for line in lines)
+
+
 def render_card(*, kicker: str, columns: list[Column], footer: str) -> bytes:
     """The PNG bytes of a card: a kicker line, one to four columns of metrics, a footer."""
     image = Image.new("RGB", SIZE, BACKGROUND)
@@ -70,15 +114,16 @@ def render_card(*, kicker: str, columns: list[Column], footer: str) -> bytes:
         draw.rounded_rectangle((left, top, left + width, SIZE[1] - 90), radius=18, fill=SURFACE)
         colour = SERIES[index % len(SERIES)] if count > 1 else ACCENT
         draw.rectangle((left, top + 18, left + 6, top + 70), fill=colour)
-        title_font = _font(40 if count == 1 else 28, bold=True)
+        single = count == 1
+        title_font = _font(40 if single else 24, bold=True)
+        if single:
+            lines = [_fit(draw, column.title, title_font, width - 48)]
+        else:
+            lines = title_lines(draw, column.title, title_font, width - 48, 2)
+        for number, line in enumerate(lines):
+            draw.text((left + 24, top + 14 + 30 * number), line, font=title_font, fill=TEXT)
         draw.text(
-            (left + 24, top + 16),
-            _fit(draw, column.title, title_font, width - 48),
-            font=title_font,
-            fill=TEXT,
-        )
-        draw.text(
-            (left + 24, top + (68 if count == 1 else 54)),
+            (left + 24, top + (68 if single else 78)),
             _fit(draw, column.subtitle, _font(22), width - 48),
             font=_font(22),
             fill=MUTED,
@@ -87,9 +132,9 @@ def render_card(*, kicker: str, columns: list[Column], footer: str) -> bytes:
             draw,
             column.metrics,
             left + 24,
-            top + (120 if count == 1 else 100),
+            top + (120 if single else 112),
             width - 48,
-            single=count == 1,
+            single=single,
         )
     draw.text(
         (margin, SIZE[1] - 64), _fit(draw, footer, _font(22), 1080), font=_font(22), fill=MUTED

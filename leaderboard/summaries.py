@@ -1,15 +1,23 @@
-"""Per-stack evidence for the stack and compare pages: every run, spread, suites, trend."""
+"""Per-stack evidence for the stack, compare and run pages: lanes, suites, strips and trends.
+
+Every speed figure here belongs to one hardware class (runs.lane_rows groups the runs); quality is
+pooled across machines and labelled so. Charts draw one scope at a time: one score scale, one
+benchmark version and one profile, from the runs that count (comparable ones on v3).
+"""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db.models import Avg, Count, Max, Min, Sum
 from django.urls import reverse
 
 from leaderboard import charts
-from leaderboard.stats import Box, box
+from runs import lane_rows as lane_rules
+from runs.lane_rows import Interval, Lane, ScopeKey
+from runs.models import Lane as StoredLane
 from runs.models import Run, RunQuerySet, ScoreScale, SuiteResult
 from submissions.names import imported_label
 
@@ -18,7 +26,12 @@ MAX_RUNS = 2000
 RUN_VALUES = (
     "id",
     "stack_id",
+    "hardware_class_id",
+    "hardware_class__label",
+    "hardware_class__slug",
     "score_scale",
+    "benchmark_version",
+    "profile",
     "comparable",
     "overall_score",
     "quality_score",
@@ -30,25 +43,19 @@ RUN_VALUES = (
     "decode_tps_stdev",
     "speed_sample_count",
     "prefill_tps_median",
+    "prefill_tps_mean",
     "ttft_ms_median",
+    "ttft_ms_mean",
     "engine_version",
     "started_at",
     "is_verified",
-    "hardware__gpu_model",
-    "hardware__gpu_count",
-    "hardware__cpu_model",
     "submission__submitter__username",
     "submission__submitter_name",
 )
-SCORE_FIELDS = (
-    ("overall_score", "Overall"),
-    ("quality_score", "Quality"),
-    ("speed_score", "Speed"),
-    ("reliability_score", "Reliability"),
-)
-# Which run stands for a stack: comparable v3 first, then legacy v2, then speed-only
-# (the same order runs.services uses for Stack.best_run).
-_SCALE_ORDER = ((ScoreScale.V3, True), (ScoreScale.V2, None), (ScoreScale.SPEED_ONLY, None))
+SCALE_NAMES = dict(ScoreScale.choices)
+# Which run stands for a lane: the best overall score, or the fastest on the speed-only scale.
+MAX_CHART_LANES = 12
+MAX_DOTS = 60  # dots drawn per strip lane; its box and median use every run
 
 
 def submitter_of(row: dict) -> str:
@@ -65,39 +72,64 @@ def run_rows(runs: RunQuerySet) -> list[dict]:
     rows = list(runs.order_by("-started_at", "-id").values(*RUN_VALUES)[:MAX_RUNS])
     for row in rows:
         row["submitter"] = submitter_of(row)
-        row["decode"] = (
-            row["decode_tps_median"]
-            if row["decode_tps_median"] is not None
-            else row["decode_tps_mean"]
-        )
+        lane_rules.with_headlines(row)
     return rows
 
 
 def representative(rows: list[dict]) -> dict | None:
-    """The best run by the leaderboard's own rule, or None."""
-    for scale, comparable in _SCALE_ORDER:
-        candidates = [
-            r
-            for r in rows
-            if r["score_scale"] == scale and (comparable is None or r["comparable"] == comparable)
-        ]
-        if candidates:
-            key = "decode" if scale == ScoreScale.SPEED_ONLY else "overall_score"
-            return max(
-                candidates,
-                key=lambda r: (r[key] is not None, r[key] or 0, r["started_at"], -r["id"]),
-            )
-    return None
+    """A lane's best run: the highest overall score, or the fastest decode on the speed-only
+    scale; ties go to the newest run."""
+    if not rows:
+        return None
+    key = "decode" if rows[0]["score_scale"] == ScoreScale.SPEED_ONLY else "overall_score"
+    return max(rows, key=lambda r: (r[key] is not None, r[key] or 0, r["started_at"], -r["id"]))
+
+
+@dataclass
+class ShownLane:
+    """A lane as a page shows it: its figures, its class, its best run and its attempts."""
+
+    figures: Lane
+    hardware: str
+    slug: str
+    best: dict | None
+    attempts: int | None = None
+
+    @property
+    def run_count(self) -> int:
+        return self.figures.run_count
+
+    @property
+    def scope(self) -> ScopeKey:
+        return self.figures.scope
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.figures.rows
+
+
+@dataclass
+class Scope:
+    """One score scale and benchmark version: the lanes on it and its quality, pooled."""
+
+    key: ScopeKey
+    lanes: list[ShownLane]
+    quality: Interval
+
+    @property
+    def title(self) -> str:
+        scale, version = self.key
+        name = SCALE_NAMES.get(scale, scale)
+        return f"{name}, benchmark {version}" if version else name
 
 
 @dataclass
 class StackEvidence:
-    """Everything measured about one stack, from its published runs."""
+    """Everything measured about one stack (or one side of a compare page), from its runs."""
 
     rows: list[dict]
-    best: dict | None
-    decode: Box | None
-    scores: dict[str, Box | None] = field(default_factory=dict)
+    scopes: list[Scope]
+    unclassified: int  # counted runs on no hardware class, so in no lane
     by_submitter: list[tuple[str, int]] = field(default_factory=list)
 
     @property
@@ -109,22 +141,207 @@ class StackEvidence:
         return len(self.by_submitter)
 
     @property
-    def best_of(self) -> int:
-        """Runs behind the displayed best, by the submitter who produced it."""
-        if not self.best:
-            return 0
-        return dict(self.by_submitter).get(self.best["submitter"], 0)
+    def lanes(self) -> list[ShownLane]:
+        return [lane for scope in self.scopes for lane in scope.lanes]
+
+    def lane(self, key) -> ShownLane | None:
+        return next((x for x in self.lanes if x.figures.key == key), None)
+
+    def scope(self, key: ScopeKey) -> Scope | None:
+        return next((s for s in self.scopes if s.key == key), None)
 
 
-def evidence(rows: list[dict]) -> StackEvidence:
-    scored = [r for r in rows if r["score_scale"] == ScoreScale.V3] or rows
+def _scope_order(key: ScopeKey) -> tuple:
+    """v3 first, then legacy v2, then speed only; newer benchmark versions first."""
+    order = {ScoreScale.V3: 0, ScoreScale.V2: 1, ScoreScale.SPEED_ONLY: 2}
+    version = tuple(int(p) if p.isdigit() else 0 for p in key[1].split("."))
+    return (order.get(key[0], 3), tuple(-p for p in version))
+
+
+def evidence(rows: list[dict], attempts: dict | None = None) -> StackEvidence:
+    """One stack's rows grouped into scopes and lanes; attempts as attempts_of gives them."""
+    attempts = attempts or {}
+    quality = lane_rules.pooled_quality(rows)
+    shown: dict[ScopeKey, list[ShownLane]] = defaultdict(list)
+    for found in lane_rules.lanes(rows):
+        first = found.rows[0]
+        stack_id = first["stack_id"]
+        shown[found.scope].append(
+            ShownLane(
+                figures=found,
+                hardware=first["hardware_class__label"],
+                slug=first["hardware_class__slug"],
+                best=representative(found.rows),
+                attempts=attempts.get((stack_id, *found.key)),
+            )
+        )
+    scopes = [
+        Scope(key, shown.get(key, []), quality[key]) for key in sorted(quality, key=_scope_order)
+    ]
+    unclassified = sum(1 for r in rows if lane_rules.counts(r) and lane_rules.lane_key(r) is None)
     return StackEvidence(
         rows=rows,
-        best=representative(rows),
-        decode=box(r["decode"] for r in rows),
-        scores={name: box(r[name] for r in scored) for name, _ in SCORE_FIELDS},
+        scopes=scopes,
+        unclassified=unclassified,
         by_submitter=Counter(r["submitter"] for r in rows).most_common(),
     )
+
+
+def stored_interval(lane: StoredLane | None, name: str) -> Interval | None:
+    """A stored lane's figure as an Interval (its n is the lane's run count)."""
+    if lane is None:
+        return None
+    return Interval(
+        lane.run_count,
+        getattr(lane, f"{name}_median"),
+        getattr(lane, f"{name}_low"),
+        getattr(lane, f"{name}_high"),
+    )
+
+
+@dataclass
+class StoredRow:
+    """A stored lane on one class with its stack's quality across all hardware (model page)."""
+
+    lane: StoredLane
+    pooled: StoredLane | None
+    stack: object = None
+    label: str = ""
+
+    @property
+    def decode(self) -> Interval | None:
+        return stored_interval(self.lane, "decode")
+
+    @property
+    def ttft(self) -> Interval | None:
+        return stored_interval(self.lane, "ttft")
+
+    @property
+    def quality(self) -> Interval:
+        return stored_interval(self.pooled, "quality") or Interval(0)
+
+    def order(self) -> tuple:
+        quality, decode = self.quality.median, self.lane.decode_median
+        return (
+            _scope_order((self.lane.score_scale, self.lane.benchmark_version or "")),
+            quality is None,
+            -(quality or 0),
+            -(decode or 0),
+            self.lane.stack_id,
+        )
+
+
+def attempts_of(stack_ids: Iterable[int]) -> dict[tuple, int]:
+    """{(stack id, class id, scale, version): uploads} from the stored lanes, which count every
+    upload of a stack on a class, flagged, rejected and withdrawn ones included."""
+    rows = StoredLane.objects.filter(
+        stack_id__in=list(stack_ids), hardware_class__isnull=False
+    ).values_list(
+        "stack_id", "hardware_class_id", "score_scale", "benchmark_version", "attempt_count"
+    )
+    return {(s, c, scale, version or ""): n for s, c, scale, version, n in rows}
+
+
+def chart_rows(proof: StackEvidence, scope: ScopeKey, profile: str = "") -> tuple[list, str]:
+    """The runs one chart may draw together: one scope, one profile (the one asked for, else
+    the one with the most runs), counted runs only; and that profile."""
+    rows = [
+        r
+        for r in proof.rows
+        if lane_rules.counts(r) and lane_rules.scope_key(r) == scope and r["hardware_class_id"]
+    ]
+    if not profile:
+        common = Counter(r["profile"] for r in rows).most_common(1)
+        profile = common[0][0] if common else ""
+    return [r for r in rows if r["profile"] == profile], profile
+
+
+def _by_class(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """(class label, its rows), the classes with most runs first, at most MAX_CHART_LANES."""
+    groups: dict[int, list[dict]] = defaultdict(list)
+    for row in rows:
+        groups[row["hardware_class_id"]].append(row)
+    ranked = sorted(groups.values(), key=lambda members: -len(members))[:MAX_CHART_LANES]
+    return [(members[0]["hardware_class__label"], members) for members in ranked]
+
+
+def strip_lane(label: str, members: list[dict], key: str, series: int, href: str) -> tuple:
+    """(label, dots, every value) for a strip lane: a busy lane draws MAX_DOTS of its runs,
+    spread evenly over its range (the lowest and highest always), its box uses them all."""
+    present = sorted((r for r in members if r[key] is not None), key=lambda r: r[key])
+    shown = present
+    if len(present) > MAX_DOTS:
+        step = (len(present) - 1) / (MAX_DOTS - 1)
+        shown = [present[round(i * step)] for i in range(MAX_DOTS)]
+    dots = [dot(r, r[key], series=series, href=href) for r in shown]
+    return label, dots, [r[key] for r in present]
+
+
+def decode_strip(rows: list[dict]):
+    """Decode tok/s of every run, one lane per hardware class: classes are never pooled."""
+    href = run_href()
+    lanes = [
+        strip_lane(label, members, "decode", i, href)
+        for i, (label, members) in enumerate(_by_class(rows))
+    ]
+    return charts.strip(lanes, unit="decode tok/s", log=True)
+
+
+def score_strip(rows: list[dict]):
+    """Quality pooled across hardware (labelled so), then the overall score, which includes
+    speed, one lane per hardware class."""
+    if not any(r["quality_score"] is not None for r in rows):
+        return None
+    href = run_href()
+    lanes = [strip_lane("Quality · all hardware", rows, "quality_score", 0, href)]
+    for i, (label, members) in enumerate(_by_class(rows), start=1):
+        lanes.append(strip_lane(f"Overall · {label}", members, "overall_score", i, href))
+    return charts.strip(lanes, unit="score (0–100)", fixed=(0, 100))
+
+
+def run_href() -> str:
+    """A run page's path with {} for its id: one reverse() per chart, not one per dot."""
+    return reverse("leaderboard:run", args=[0]).replace("/0/", "/{}/")
+
+
+def dot(row: dict, value, *, series: int, href: str = "") -> dict:
+    when = row["started_at"].strftime("%Y-%m-%d")
+    shown = f"{value:.1f}" if value is not None else "—"
+    return {
+        "value": value,
+        "label": f"{shown} · {row['submitter']} · {when}",
+        "href": (href or run_href()).format(row["id"]),
+        "series": series,
+    }
+
+
+def _versions(rows: list[dict]) -> list[str]:
+    first_seen: dict[str, object] = {}
+    for row in sorted(rows, key=lambda r: r["started_at"]):
+        first_seen.setdefault(row["engine_version"] or "unknown", row["started_at"])
+    return sorted(first_seen, key=lambda v: first_seen[v])
+
+
+def class_trend(rows: list[dict]):
+    """Median decode tok/s per engine version, one line per hardware class."""
+    versions = _versions(rows)
+    series = []
+    for label, members in _by_class(rows):
+        values: dict[str, list[float]] = defaultdict(list)
+        for row in members:
+            if row["decode"] is not None:
+                values[row["engine_version"] or "unknown"].append(row["decode"])
+        series.append((label, [(v, values.get(v, [])) for v in versions]))
+    return charts.trend_lines(series, unit="decode tok/s")
+
+
+def quality_trend(rows: list[dict]):
+    """Median quality per engine version, pooled across hardware (quality is the software's)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if row["quality_score"] is not None:
+            values[row["engine_version"] or "unknown"].append(row["quality_score"])
+    return charts.trend([(v, values.get(v, [])) for v in _versions(rows)], unit="quality")
 
 
 def suite_table(runs: RunQuerySet) -> dict[int, dict[str, dict]]:
@@ -149,59 +366,12 @@ def suite_table(runs: RunQuerySet) -> dict[int, dict[str, dict]]:
     return table
 
 
-def decode_strip(rows: list[dict], *, group_by: str = "submitter", limit: int = 8):
-    """Decode tok/s of every run, one lane per submitter (most active first) plus 'all runs'."""
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        groups[row[group_by]].append(row)
-    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
-    lanes = [("All runs", [dot(r, r["decode"], series=0) for r in rows])]
-    for index, (name, members) in enumerate(ranked[:limit], start=1):
-        lanes.append((name, [dot(r, r["decode"], series=index) for r in members]))
-    return charts.strip(lanes, unit="decode tok/s", log=True)
-
-
-def score_strip(rows: list[dict]):
-    scored = [r for r in rows if r["score_scale"] != ScoreScale.SPEED_ONLY]
-    if not any(r["overall_score"] is not None for r in scored):
-        return None
-    lanes = [
-        (label, [dot(r, r[name], series=i) for r in scored if r[name] is not None])
-        for i, (name, label) in enumerate(SCORE_FIELDS)
-    ]
-    return charts.strip(lanes, unit="score (0–100)", fixed=(0, 100))
-
-
-def dot(row: dict, value, *, series: int) -> dict:
-    when = row["started_at"].strftime("%Y-%m-%d")
-    shown = f"{value:.1f}" if value is not None else "—"
-    return {
-        "value": value,
-        "label": f"{shown} · {row['submitter']} · {when}",
-        "href": reverse("leaderboard:run", args=[row["id"]]),
-        "series": series,
-    }
-
-
-def engine_trend(rows: list[dict], metric: str = "decode", *, unit: str = "decode tok/s"):
-    """Median of a metric per engine version, versions in order of first appearance."""
-    first_seen: dict[str, object] = {}
-    values: dict[str, list[float]] = defaultdict(list)
-    for row in sorted(rows, key=lambda r: r["started_at"]):
-        version = row["engine_version"] or "unknown"
-        first_seen.setdefault(version, row["started_at"])
-        if row[metric] is not None:
-            values[version].append(row[metric])
-    ordered = sorted(first_seen, key=lambda v: first_seen[v])
-    return charts.trend([(v, values[v]) for v in ordered], unit=unit)
+def counted_in(runs: RunQuerySet, scope: ScopeKey, profile: str) -> RunQuerySet:
+    """The runs of one chart scope, as a queryset (for the per-suite table)."""
+    scale, version = scope
+    runs = runs.filter(score_scale=scale, benchmark_version=version, profile=profile)
+    return runs.filter(comparable=True) if scale == ScoreScale.V3 else runs
 
 
 def published_runs_of(stack_ids: list[int]) -> RunQuerySet:
     return Run.objects.published().filter(stack_id__in=stack_ids)
-
-
-def best_first(rows: list[dict]) -> list[dict]:
-    return sorted(
-        rows,
-        key=lambda r: (r["overall_score"] is None, -(r["overall_score"] or 0), -r["id"]),
-    )

@@ -1,10 +1,8 @@
-"""The public read API (DRF): leaderboard, stacks, runs and hardware. Published runs only."""
+"""The public read API (DRF): leaderboard lanes, stacks, runs and hardware. Published runs only."""
 
 from __future__ import annotations
 
-import statistics
-
-from django.db.models import Count, Prefetch, Q, prefetch_related_objects
+from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -23,8 +21,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchloop_site.throttling import AnonThrottle, UserThrottle
-from leaderboard import public
-from runs.models import Hardware, Run, Stack, SuiteResult, TaskResult
+from runs import public
+from runs.models import Hardware, HardwareClass, Run, Stack, SuiteResult, TaskResult
 from submissions.errors import ApiError
 from submissions.models import UploadAttempt
 from submissions.permissions import scope_required
@@ -201,14 +199,15 @@ def _public_runs():
 FILTER_PARAMETERS = [
     OpenApiParameter(name, str, description=text)
     for name, text in [
+        ("hw", "hardware class slug (see /api/v1/hardware-classes), or all: quality only"),
+        ("vram", "GPU memory size: 8, 12, 16, 24, 32, 48 or 80+"),
+        ("fits", "the most memory (GB) the stack may need: lanes on hardware with at most that"),
         ("scale", "v3 (default), v2 or speed"),
-        ("mode", "best (default) or median"),
+        ("bv", "benchmark version (default: the newest on the scale)"),
         ("q", "free text"),
         ("vendor", "nvidia, amd, apple, intel"),
         ("gpu", "GPU model"),
-        ("vram", "VRAM bucket"),
-        ("ram", "RAM bucket"),
-        ("cpu", "1: CPU only"),
+        ("cpu", "1: CPU-only machines"),
         ("apple", "1: Apple Silicon"),
         ("engine", "engine"),
         ("quant", "quantization"),
@@ -227,8 +226,89 @@ FILTER_PARAMETERS = [
 ]
 
 
+class HardwareClassSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = HardwareClass
+        fields = ["id", "slug", "kind", "label", "vendor", "chip", "count", "memory_gb"]
+
+
+class FigureSerializer(serializers.Serializer):
+    value = serializers.FloatField(help_text="the median, or the best run's value below n = 3")
+    median = serializers.BooleanField(help_text="false: fewer than three runs (n too small)")
+    ci95 = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="95% interval of the median"
+    )
+
+
+class LaneRowSerializer(serializers.Serializer):
+    """A row of GET /api/v1/leaderboard: one stack on one hardware class (or, on the
+    all-hardware view, on every machine, with quality only)."""
+
+    stack = StackSerializer()
+    hardware_class = HardwareClassSerializer(allow_null=True)
+    runs = serializers.IntegerField()
+    submitters = serializers.IntegerField()
+    attempts = serializers.IntegerField(help_text="uploads the best run was picked from")
+    n_too_small = serializers.BooleanField()
+    quality = FigureSerializer(allow_null=True)
+    overall_best_run = serializers.FloatField(
+        allow_null=True, required=False, help_text="absent on the all-hardware view"
+    )
+    decode_tps = FigureSerializer(allow_null=True, required=False)
+    prefill_tps = FigureSerializer(allow_null=True, required=False)
+    ttft_ms = FigureSerializer(allow_null=True, required=False)
+    best_run = serializers.DictField(allow_null=True)
+
+
+def _figure(figure) -> dict | None:
+    if figure is None:
+        return None
+    interval = [figure.low, figure.high] if figure.median else None
+    return {"value": figure.value, "median": figure.median, "ci95": interval}
+
+
+def _lane_row(row, *, pooled: bool) -> dict:
+    """One row as JSON. On the all-hardware view it carries no speed and no score that
+    includes speed, not even its best run's."""
+    run = row.best_run
+    best = None
+    if run is not None:
+        best = {"id": run.id, "url": f"/runs/{run.id}/", "quality_score": run.quality_score}
+        best.update(is_verified=run.is_verified, started_at=run.started_at.isoformat())
+        if not pooled:
+            best.update(
+                overall_score=run.overall_score,
+                decode_tps_median=run.decode_tps,
+                prefill_tps_median=run.prefill_tps,
+                ttft_ms_median=run.ttft_ms,
+                engine_version=run.engine_version,
+            )
+    out = {
+        "stack": dict(StackSerializer(row.stack).data),
+        "hardware_class": (
+            dict(HardwareClassSerializer(row.hardware_class).data) if row.hardware_class else None
+        ),
+        "runs": row.runs,
+        "submitters": row.submitters,
+        "attempts": row.best_of,
+        "n_too_small": row.n_too_small,
+        "quality": _figure(row.quality),
+        "best_run": best,
+    }
+    if not pooled:
+        out["overall_best_run"] = row.overall
+        out.update(
+            decode_tps=_figure(row.decode),
+            prefill_tps=_figure(row.prefill),
+            ttft_ms=_figure(row.ttft),
+        )
+    return out
+
+
 class LeaderboardView(APIView):
-    """GET /api/v1/leaderboard: one row per stack, with the same filters and sorts as the site."""
+    """GET /api/v1/leaderboard: one row per lane (a stack on one hardware class), with the
+    same hardware choice, filters and sorts as the site. Without hw, vram or fits it ranks on
+    the hardware class with the most runs, and says which in `view`."""
 
     permission_classes: list = []
     throttle_classes = READ_THROTTLES
@@ -238,12 +318,16 @@ class LeaderboardView(APIView):
         responses=inline_serializer(
             "LeaderboardPage",
             {
+                "view": serializers.DictField(
+                    help_text="the hardware, scale and benchmark version the rows are about; "
+                    "mixes_hardware and warning on the all-hardware view"
+                ),
                 "count": serializers.IntegerField(),
                 "page": serializers.IntegerField(),
                 "pages": serializers.IntegerField(),
                 "next": serializers.URLField(allow_null=True),
                 "previous": serializers.URLField(allow_null=True),
-                "results": RunSummarySerializer(many=True),
+                "results": LaneRowSerializer(many=True),
             },
         ),
     )
@@ -262,14 +346,19 @@ class LeaderboardView(APIView):
 
 
 def _leaderboard_body(request: Request) -> dict:
+    from leaderboard.exports import view_meta
     from leaderboard.filters import BoardFilters
     from leaderboard.queries import board
 
     filters = BoardFilters.from_query(request.query_params)
-    result = board(filters)
-    prefetch_related_objects(result.rows, "submission__submitter")
+    result = board(filters, scatter_limit=0)
     page = result.page
+    pooled = result.scope.pooled
+    view = view_meta(filters, result.scope, result.version)
+    if result.too_many_runs:
+        view["too_many_runs"] = True  # a run filter matched too many runs: narrow the view
     return {
+        "view": view,
         "count": result.total,
         "page": page.number,
         "pages": page.paginator.num_pages,
@@ -277,8 +366,7 @@ def _leaderboard_body(request: Request) -> dict:
         "previous": (
             _page_url(request, page.previous_page_number()) if page.has_previous() else None
         ),
-        # Plain dicts: a ReturnList would drag its serializer into the cache.
-        "results": [dict(row) for row in RunSummarySerializer(result.rows, many=True).data],
+        "results": [_lane_row(row, pooled=pooled) for row in result.rows],
     }
 
 
@@ -288,8 +376,42 @@ def _page_url(request: Request, number: int) -> str:
     return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
 
 
+class HardwareClassListView(APIView):
+    """GET /api/v1/hardware-classes: every hardware class with published runs (the values of
+    the leaderboard's hw parameter), most runs first within each kind."""
+
+    permission_classes: list = []
+    throttle_classes = READ_THROTTLES
+
+    @extend_schema(
+        responses=inline_serializer(
+            "HardwareClassList",
+            {
+                "results": inline_serializer(
+                    "HardwareClassRow",
+                    {
+                        "slug": serializers.CharField(),
+                        "label": serializers.CharField(),
+                        "kind": serializers.CharField(),
+                        "memory_gb": serializers.FloatField(allow_null=True),
+                        "runs": serializers.IntegerField(),
+                    },
+                    many=True,
+                )
+            },
+        )
+    )
+    def get(self, request: Request) -> Response:
+        from leaderboard.queries import cached_hardware_choices
+
+        choices = cached_hardware_choices()
+        keep = ("slug", "label", "kind", "memory_gb", "runs")
+        return Response({"results": [{k: c[k] for k in keep} for c in choices]})
+
+
 class StackDetailView(APIView):
-    """GET /api/v1/stacks/{id}: a stack, all its approved runs and their spread."""
+    """GET /api/v1/stacks/{id}: a stack, all its approved runs, its lanes (speed per hardware
+    class, never pooled across classes) and its quality pooled across all hardware."""
 
     permission_classes: list = []
     throttle_classes = READ_THROTTLES
@@ -299,7 +421,8 @@ class StackDetailView(APIView):
             "StackDetail",
             {
                 "stack": StackSerializer(),
-                "spread": serializers.DictField(),
+                "lanes": serializers.ListField(child=serializers.DictField()),
+                "quality": serializers.ListField(child=serializers.DictField()),
                 "runs": RunSummarySerializer(many=True),
             },
         )
@@ -312,29 +435,46 @@ class StackDetailView(APIView):
         return Response(
             {
                 "stack": StackSerializer(stack).data,
-                "spread": _spread(runs),
+                **_lanes(stack),
                 "runs": RunSummarySerializer(runs, many=True).data,
             }
         )
 
 
-def _spread(runs: list[Run]) -> dict:
-    """Across-run distribution of the headline numbers (not within-run trial spread)."""
-    out = {}
-    for field in ("decode_tps_median", "prefill_tps_median", "ttft_ms_median", "overall_score"):
-        values = sorted(v for v in (getattr(r, field) for r in runs) if v is not None)
-        if not values:
-            out[field] = None
-            continue
-        out[field] = {
-            "n": len(values),
-            "min": values[0],
-            "max": values[-1],
-            "median": statistics.median(values),
-            "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
-        }
-    out["submitters"] = len({r.submission.display_submitter for r in runs})
-    return out
+def _interval(value) -> dict:
+    return {"n": value.n, "median": value.median, "low": value.low, "high": value.high}
+
+
+def _lanes(stack: Stack) -> dict:
+    """The stack page's lanes: medians with 95% intervals (null below three runs)."""
+    from leaderboard import summaries
+
+    rows = summaries.run_rows(Run.objects.published().filter(stack=stack))
+    proof = summaries.evidence(rows, summaries.attempts_of([stack.id]))
+    lanes, quality = [], []
+    for scope in proof.scopes:
+        scale, version = scope.key
+        quality.append(
+            {"score_scale": scale, "benchmark_version": version, **_interval(scope.quality)}
+        )
+        for lane in scope.lanes:
+            figures = lane.figures
+            lanes.append(
+                {
+                    "hardware_class": {"slug": lane.slug, "label": lane.hardware},
+                    "score_scale": scale,
+                    "benchmark_version": version,
+                    "runs": lane.run_count,
+                    "submitters": figures.submitters,
+                    "attempts": lane.attempts,
+                    "best_run": lane.best["id"] if lane.best else None,
+                    "decode_tps": _interval(figures.decode),
+                    "prefill_tps": _interval(figures.prefill),
+                    "ttft_ms": _interval(figures.ttft),
+                    "overall_score": _interval(figures.overall),
+                }
+            )
+    return {"lanes": lanes, "quality": quality}
 
 
 class RunDetailView(APIView):

@@ -9,4 +9,5 @@ urlpatterns = [
     path("stacks/<int:pk>", api.StackDetailView.as_view(), name="api-stack"),
     path("runs/<int:pk>", api.RunDetailView.as_view(), name="api-run"),
     path("hardware", api.HardwareListView.as_view(), name="api-hardware"),
+    path("hardware-classes", api.HardwareClassListView.as_view(), name="api-hardware-classes"),
 ]

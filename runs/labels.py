@@ -12,6 +12,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from runs.public import public_launch_settings
+
 SHORT_DIGEST = 8
 
 
@@ -58,14 +60,16 @@ def _simple_part(
 
 def _launch_parts(group: Sequence[Labelled]) -> dict[Any, list[str]]:
     """Per stack, the launch settings whose value is not the same on every stack in the group."""
-    keys = sorted({key for s in group for key in (s.launch_settings or {})})
+    # Labels are public: only the settings a public page may show, their text redacted.
+    shown = {s.pk: public_launch_settings(s.launch_settings) for s in group}
+    keys = sorted({key for settings in shown.values() for key in settings})
     parts: dict[Any, list[str]] = defaultdict(list)
     for key in keys:
-        values = {json.dumps((s.launch_settings or {}).get(key), sort_keys=True) for s in group}
+        values = {json.dumps(shown[s.pk].get(key), sort_keys=True) for s in group}
         if len(values) < 2:
             continue
         for s in group:
-            settings = s.launch_settings or {}
+            settings = shown[s.pk]
             if key in settings:
                 parts[s.pk].append(f"{key}={_setting_text(settings[key])}")
     return parts
@@ -119,3 +123,9 @@ def distinct_labels(stacks: Iterable[Labelled]) -> list[str]:
             }
         labels.update(labelled)
     return [labels[stack.pk] for stack in items]
+
+
+def labels_by_id(stacks: Iterable[Labelled]) -> dict[Any, str]:
+    """distinct_labels keyed by each stack's primary key."""
+    shown = list(stacks)
+    return dict(zip([stack.pk for stack in shown], distinct_labels(shown), strict=True))

@@ -56,6 +56,12 @@ class _Row:
     submitter: tuple[str, object]
 
 
+def counts_in_lane(score_scale: str, comparable: bool) -> bool:
+    """Only like is ranked with like: a v3 run counts in a lane only if it is comparable
+    (counted_runs is this rule as a query)."""
+    return score_scale != "v3" or comparable
+
+
 def counted_runs(run_model: Any) -> Any:
     """The runs a lane's figures come from: published, and on the v3 scale comparable (a v3
     run that skipped tasks is not ranked; the legacy and speed-only scales have no coverage

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from html import escape
+
 from django import template
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from leaderboard.filters import SORTS, BoardFilters
 
@@ -48,6 +51,13 @@ def board_qs(filters: BoardFilters, **changes) -> str:
 
 
 @register.simple_tag
+def hardware_qs(filters: BoardFilters, hw: str) -> str:
+    """The view on another hardware choice (a class slug, or "all"), other filters kept."""
+    query = filters.with_hardware(hw).to_query()
+    return f"?{query.urlencode()}" if query else ""
+
+
+@register.simple_tag
 def without_qs(filters: BoardFilters, name: str) -> str:
     query = filters.without(name)
     return f"?{query.urlencode()}" if query else ""
@@ -56,9 +66,9 @@ def without_qs(filters: BoardFilters, name: str) -> str:
 @register.inclusion_tag("leaderboard/_sort_th.html")
 def sort_th(filters: BoardFilters, key: str, path: str, label: str = "", title: str = "") -> dict:
     """A sortable column header: a real link, swapped in place by htmx when it is loaded."""
-    column_label = label or SORTS[key][1]
+    column_label = label or SORTS[key][0]
     active = filters.sort_key == key
-    natural_desc = SORTS[key][2]
+    natural_desc = SORTS[key][1]
     next_desc = not filters.descending if active else natural_desc
     direction = "desc" if next_desc else "asc"
     if direction == ("desc" if natural_desc else "asc"):
@@ -72,6 +82,26 @@ def sort_th(filters: BoardFilters, key: str, path: str, label: str = "", title: 
         "aria_sort": ("descending" if filters.descending else "ascending") if active else "",
         "numeric": key not in ("model", "quant", "engine", "hardware"),
     }
+
+
+@register.simple_tag
+def figure(value, digits: int = 1) -> str:
+    """A row's figure (leaderboard.rows.Figure): the median with its 95% interval under it, or
+    the best run's own value, marked so, when the lane has fewer than three runs (the row's
+    n column then says "n too small")."""
+    if value is None or value.value is None:
+        return DASH
+    shown = num(value.value, digits)
+    if value.median:
+        # No title per cell: the column headers and the legend say what the line is, and a
+        # page has two hundred of these.
+        return format_html(
+            '<span class="strong fig">{}</span><span class="ci">{}–{}</span>',
+            shown,
+            num(value.low, digits),
+            num(value.high, digits),
+        )
+    return format_html('<span class="fig">{}</span><span class="ci small-n">best run</span>', shown)
 
 
 # Charts draw hundreds of marks; building them with format_html_join (which escapes every
@@ -100,15 +130,13 @@ def scatter_marks(chart) -> str:
 
 @register.simple_tag
 def strip_dots(row) -> str:
-    linked = format_html_join(
-        "",
-        '<a href="{}"><circle class="dot s{}" cx="{}" cy="{}" r="3.2">'
-        "<title>{}</title></circle></a>",
-        ((d.href, d.series, d.x, d.y, d.label) for d in row.dots if d.href),
-    )
-    plain = format_html_join(
-        "",
-        '<circle class="dot s{}" cx="{}" cy="{}" r="3.2"><title>{}</title></circle>',
-        ((d.series, d.x, d.y, d.label) for d in row.dots if not d.href),
-    )
-    return linked + plain
+    # A strip draws hundreds of dots: escape the two texts with html.escape and write numbers
+    # as numbers, instead of format_html's conditional escape of every argument.
+    parts = []
+    for d in row.dots:
+        circle = (
+            f'<circle class="dot s{int(d.series)}" cx="{float(d.x)}" cy="{float(d.y)}" r="3.2">'
+            f"<title>{escape(d.label)}</title></circle>"
+        )
+        parts.append(f'<a href="{escape(d.href)}">{circle}</a>' if d.href else circle)
+    return mark_safe("".join(parts))

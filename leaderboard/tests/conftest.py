@@ -11,9 +11,12 @@ from django.core.management import call_command
 
 @pytest.fixture
 def demo(settings, fixtures_dir) -> None:
-    """seed_demo: the real fixture files plus about 90 synthetic stacks."""
+    """seed_demo: the real fixture files plus about 90 synthetic stacks, with their lanes."""
+    from leaderboard.tests.factories import ensure_lanes
+
     settings.BENCHLOOP_FIXTURES_DIR = fixtures_dir
     call_command("seed_demo", stdout=io.StringIO())
+    ensure_lanes()
 
 
 @pytest.fixture(autouse=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime, timedelta
 
+from runs import normalize
 from runs.importers.records import HardwareRecord, RunRecord, SampleRecord, SuiteRecord, TaskRecord
-from runs.models import Run
-from runs.services import import_records
+from runs.models import HardwareClass, Lane, Run, Stack
+from runs.services import import_records, refresh_stack_stats
 
 _counter = itertools.count(1)
 HOSTILE = "<script>alert(1)</script>\"onmouseover=alert(2) x='"
@@ -117,4 +118,62 @@ def record(
 
 
 def add_runs(*records: RunRecord, verified: bool = False) -> list[Run]:
-    return import_records(list(records), is_verified=verified).created
+    created = import_records(list(records), is_verified=verified).created
+    ensure_lanes()
+    return created
+
+
+# --- hardware classes and lanes -------------------------------------------------------------
+# Classes and lanes made by hand, for tests about how stored rows are shown.
+
+
+def hardware_class(
+    *,
+    chip: str = "RTX 4090",
+    kind: str = "gpu",
+    count: int = 1,
+    memory_gb: float | None = 24,
+    vendor: str = "nvidia",
+    label: str = "",
+    slug: str = "",
+) -> HardwareClass:
+    """A hardware class (get or create by its identity)."""
+    key = f"{kind}|{normalize.slug(chip)}|{count}|{f'{memory_gb:g}' if memory_gb else '-'}"
+    if not label:
+        label = chip if count == 1 else f"{count}× {chip}"
+        if memory_gb and kind != "remote":
+            label = f"{label} {memory_gb:g} GB"
+        if kind == "cpu":
+            label = f"CPU only: {label}"
+    slug = slug or normalize.slug(chip if count == 1 else f"{count}x {chip}")
+    if HardwareClass.objects.filter(slug=slug).exclude(key=key).exists():
+        slug = f"{slug}-{memory_gb or 0:g}gb"
+    found, _ = HardwareClass.objects.get_or_create(
+        key=key,
+        defaults={
+            "slug": slug,
+            "kind": kind,
+            "label": label,
+            "vendor": vendor,
+            "chip": chip,
+            "count": count,
+            "memory_gb": memory_gb,
+        },
+    )
+    return found
+
+
+def lane(stack: Stack, hw: HardwareClass | None, *, best_run: Run, **fields) -> Lane:
+    """One stored lane with the given figures (for tests about how rows are shown)."""
+    defaults = {
+        "score_scale": best_run.score_scale,
+        "benchmark_version": best_run.benchmark_version,
+    }
+    defaults.update(run_count=1, submitter_count=1, attempt_count=1)
+    defaults.update(fields)
+    return Lane.objects.create(stack=stack, hardware_class=hw, best_run=best_run, **defaults)
+
+
+def ensure_lanes() -> None:
+    """Rebuild every stack's lanes with the real service (runs.services), as moderation does."""
+    refresh_stack_stats(stack_ids=list(Stack.objects.values_list("id", flat=True)))

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from leaderboard import charts, public, stats
+from leaderboard import charts, stats
+from runs import public
 
 
 def test_welch_matches_known_values() -> None:

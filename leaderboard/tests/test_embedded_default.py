@@ -49,7 +49,8 @@ def test_serve_script_brings_up_site_and_worker_without_any_server(embedded_site
     assert get(f"{url}/")[0] == 200
     status, html = get(f"{url}/leaderboard/")
     assert status == 200
-    assert html.count('<td class="num rank">') == 50
+    # The default view is one hardware class (the one with the most runs): the demo has rows there.
+    assert html.count('<td class="num rank">') >= 3
     static_status, _ = get(f"{url}/static/django_htmx/htmx-2.min.js")
     assert static_status == 200
 

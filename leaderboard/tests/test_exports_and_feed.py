@@ -33,7 +33,10 @@ def test_the_csv_holds_every_row_of_the_filtered_view_in_order(client: Client) -
     )
     rows = _csv(client)
     assert [r["model"] for r in rows] == ["b:8b", "c:8b", "a:8b"]
-    assert rows[0]["rank"] == "1" and rows[0]["overall"] == "70.0"
+    assert rows[0]["rank"] == "1" and rows[0]["overall_best_run"] == "70.0"
+    assert {r["hardware"] for r in rows} == {"RTX 4090 24 GB"}
+    assert rows[0]["hardware_class"] == "rtx-4090-24gb" and rows[0]["n_too_small"] == "True"
+    assert rows[0]["decode_tps"] == "50.0" and rows[0]["decode_tps_ci95_low"] == ""
     assert rows[0]["stack_url"].startswith("http://testserver/stacks/")
     assert [r["model"] for r in _csv(client, "?engine=vllm")] == ["c:8b"]
     assert [r["model"] for r in _csv(client, "?sort=model")] == ["a:8b", "b:8b", "c:8b"]
@@ -47,7 +50,7 @@ def test_spreadsheet_formulas_are_neutralised(client: Client) -> None:
             gpu="=cmd|' /C calc'!A0",
             overall=90,
         ),
-        record(model_id="+1+2", engine="-3", overall=80),
+        record(model_id="+1+2", engine="-3", gpu="=cmd|' /C calc'!A0", overall=80),
     )
     rows = _csv(client)
     assert rows[0]["model"] == '\'=HYPERLINK("http://evil.example","x")'

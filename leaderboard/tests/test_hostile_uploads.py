@@ -20,8 +20,8 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from leaderboard.tests.factories import add_runs, record
-from runs.models import Run
-from runs.services import refresh_stack_stats
+from leaderboard.tests.lane_factories import refresh_lanes
+from runs.models import HardwareClass, Run
 from submissions.models import Submission
 from submissions.services import moderate_submission
 from submissions.tests.conftest import post_json
@@ -74,7 +74,14 @@ def hostile_run(alice, alice_key, smoke_run, bob) -> Run:
     moderate_submission(
         submission=Submission.objects.get(run=run), status="approved", moderator=bob
     )
-    refresh_stack_stats(stack_ids=[run.stack_id])
+    if Run.objects.get(pk=run.pk).hardware_class_id is None:
+        # A class named like the hostile GPU, so the stack page draws its lanes and charts
+        # (until uploads derive the class themselves).
+        hostile = HardwareClass.objects.create(
+            key="test:hostile", slug="hostile-gpu", kind="gpu", label=f"NVIDIA {HOSTILE}"
+        )
+        Run.objects.filter(pk=run.pk).update(hardware_class=hostile)
+    refresh_lanes([run.stack_id])
     return Run.objects.select_related("stack").get(pk=run.pk)
 
 

@@ -10,6 +10,7 @@ Everything goes through the site's HTTP interface and the real CLI; nothing read
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import re
@@ -37,7 +38,7 @@ pytestmark = [pytest.mark.embedded, pytest.mark.llm]
 MEMBER, MEMBER_PASSWORD = "carol", "carol's long benchmark password"
 ADMIN, ADMIN_PASSWORD = "root-admin", "an admin password nobody guesses"
 ATOM = "{http://www.w3.org/2005/Atom}"
-STACK_LINK = re.compile(r'href="(/stacks/\d+/)"')
+STACK_LINK = re.compile(r'href="(/stacks/\d+/)(?:\?hw=[a-z0-9.-]+)?"')
 
 
 @pytest.fixture(scope="session")
@@ -161,13 +162,20 @@ def test_a_user_runs_logs_in_submits_and_a_moderator_publishes_the_run(
     # Public, to anyone: the run page, the leaderboard row, the stack page, feed and CSV.
     status, run_page = get(site + run_path)
     assert status == 200 and model in run_page
+    # The run page links its hardware class's board, which lists the run on that machine.
+    class_board = re.search(r'id="class-board" href="([^"]+)"', run_page)
+    assert class_board, run_page[:3000]
+    board = site + html.unescape(class_board.group(1)) + f"&comparable=all&q={model}"
+    export = board.replace("/leaderboard/?", "/leaderboard/export.csv?")
     status, board_page = get(board)
     assert status == 200
-    (stack_path,) = set(STACK_LINK.findall(board_page))
+    links = set(STACK_LINK.findall(board_page))
+    assert len(links) == 1, (board, board_page[board_page.find('id="results"') :][:3000])
+    (stack_path,) = links
     status, stack_page = get(site + stack_path)
     assert status == 200 and model in stack_page and run_path in stack_page
 
-    status, feed = get(f"{site}/leaderboard/feed.atom?scale=speed&comparable=all&q={model}")
+    status, feed = get(board.replace("/leaderboard/?", "/leaderboard/feed.atom?"))
     assert status == 200
     links = [link.get("href") for link in ET.fromstring(feed).iter(f"{ATOM}link")]
     assert site + run_path in links, feed[:2000]
@@ -175,7 +183,7 @@ def test_a_user_runs_logs_in_submits_and_a_moderator_publishes_the_run(
     status, exported = get(export)
     assert status == 200
     rows = list(csv.DictReader(io.StringIO(exported)))
-    assert [(row["model"], row["run_url"]) for row in rows] == [(model, site + run_path)]
+    assert [(row["model"], row["best_run_url"]) for row in rows] == [(model, site + run_path)]
 
     # The worker of this install ran the refresh that the approval queued.
     install.wait_for_task("runs.refresh_stack_stats")

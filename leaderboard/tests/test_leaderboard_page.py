@@ -1,4 +1,8 @@
-"""The leaderboard page: rows, filters, sorting, paging, partials, query counts, security."""
+"""The leaderboard page: lane rows, filters, sorting, paging, partials, query counts, security.
+
+Rows are lanes (a stack on one hardware class); without a hardware choice the board shows the
+class with the most runs. The hardware-first views themselves are in test_hardware_first.py.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,13 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.db.models import Count
 from django.test import Client
 from django.utils.html import escape
 
 from leaderboard import cache as board_cache
-from leaderboard.tests.factories import HOSTILE, add_runs, record
-from runs.models import Stack
+from leaderboard.tests.factories import HOSTILE, add_runs, ensure_lanes, record
+from runs.models import Lane, Run, Stack
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
@@ -20,7 +25,27 @@ HTMX = {"HX-Request": "true"}
 
 def _rows(html: str) -> list[str]:
     """Model ids of the table rows, in order."""
-    return re.findall(r'<a class="model-id" href="/stacks/\d+/">([^<]*)</a>', html)
+    return re.findall(r'<a class="model-id" href="/stacks/\d+/[^"]*">([^<]*)</a>', html)
+
+
+def _hardware(html: str) -> list[str]:
+    """Hardware class labels of the table rows, in order."""
+    return re.findall(r'<td class="col-hardware"><a href="[^"]*">([^<]*)</a>', html)
+
+
+def _default_class_lanes() -> int:
+    """Lanes, on the newest benchmark version, of the class with the most comparable v3 runs."""
+    top = (
+        Run.objects.published()
+        .filter(score_scale="v3", comparable=True)
+        .values("hardware_class_id")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+        .first()
+    )
+    return Lane.objects.filter(
+        hardware_class_id=top["hardware_class_id"], score_scale="v3", benchmark_version="3.1.0"
+    ).count()
 
 
 def test_the_full_page_has_the_layout_and_one_page_of_ranked_stacks(client: Client, demo) -> None:
@@ -28,8 +53,10 @@ def test_the_full_page_has_the_layout_and_one_page_of_ranked_stacks(client: Clie
     html = response.content.decode()
     assert response.status_code == 200
     assert "<html" in html and 'id="board-filters"' in html
-    assert html.count('<td class="num rank">') == 50
-    assert "RTX 4090" in html or "H100" in html
+    # The default view: the lanes of the hardware class with the most runs, one class only.
+    assert html.count('<td class="num rank">') == min(50, _default_class_lanes())
+    hardware = _hardware(html)
+    assert len(set(hardware)) == 1 and f"On {hardware[0]}" in html
     assert 'hx-headers=\'{"x-csrftoken"' in html
     assert "/static/django_htmx/htmx-2.min.js" in html
     assert "Quality against decode speed" in html  # the scatter of the view
@@ -44,7 +71,7 @@ def test_an_htmx_request_gets_only_the_results_partial_and_a_clean_url(
     assert response.status_code == 200
     assert "<html" not in html and 'id="board-filters"' not in html
     assert html.lstrip().startswith('<section id="results"')
-    assert "qwen3.6-0.6b:Q8" in html  # a draft model from leaderboard-v1.json
+    assert "+ draft" in html  # speed stacks from leaderboard-v1.json, draft models included
     assert 'id="filter-state" hx-swap-oob="true"' in html  # keeps the form's sort in step
     # The form sends empty fields; the address bar gets the canonical link without them.
     assert response.headers["HX-Push-Url"] == "/leaderboard/?scale=speed&sort=decode"
@@ -58,7 +85,7 @@ def test_a_form_submitted_without_javascript_is_redirected_to_the_clean_link(
     assert response.url == "/leaderboard/?vendor=nvidia&engine=llama.cpp"
 
 
-def test_hardware_and_stack_filters_pick_the_best_run_on_that_hardware(client: Client) -> None:
+def test_hardware_and_stack_filters_pick_the_lanes_on_that_hardware(client: Client) -> None:
     add_runs(
         record(model_id="alpha:8b", gpu="NVIDIA GeForce RTX 4090", overall=80, decode=90),
         record(model_id="alpha:8b", gpu="NVIDIA GeForce RTX 3060", vram_gb=12, overall=70),
@@ -69,11 +96,14 @@ def test_hardware_and_stack_filters_pick_the_best_run_on_that_hardware(client: C
     )
     html = client.get("/leaderboard/?vram=12").content.decode()
     assert _rows(html) == ["alpha:8b", "beta:8b"]
-    assert ">70.0<" in html and ">80.0<" not in html  # alpha's run on the 12 GB card
+    assert ">70.0<" in html and ">80.0<" not in html  # alpha's lane on the 12 GB card
     assert _rows(client.get("/leaderboard/?apple=1").content.decode()) == ["gamma:8b"]
     assert _rows(client.get("/leaderboard/?cpu=1").content.decode()) == ["delta:8b"]
-    assert _rows(client.get("/leaderboard/?location=remote").content.decode()) == ["eps:8b"]
-    assert _rows(client.get("/leaderboard/?engine=vllm").content.decode()) == ["eps:8b"]
+    remote = client.get("/leaderboard/?hw=remote-endpoint&location=remote").content.decode()
+    assert _rows(remote) == ["eps:8b"]
+    # Without a hardware choice the default class (the RTX 3060, with the most runs) is shown.
+    assert _rows(client.get("/leaderboard/?engine=vllm").content.decode()) == []
+    assert _rows(client.get("/leaderboard/?hw=rtx-4090-24gb").content.decode()) == ["alpha:8b"]
     three = client.get("/leaderboard/?vendor=nvidia&vram=12&q=beta").content.decode()
     assert _rows(three) == ["beta:8b"]
     assert _rows(client.get("/leaderboard/?gpu=RTX+3060&sort=model&dir=desc").content.decode()) == [
@@ -94,13 +124,25 @@ def test_comparable_verified_and_date_filters(client: Client) -> None:
     assert "old:8b" not in _rows(client.get("/leaderboard/?days=30").content.decode())
 
 
-def test_median_mode_shows_each_stacks_middle_run(client: Client) -> None:
-    add_runs(*(record(model_id="steady:8b", overall=score) for score in (50, 60, 90)))
-    best = client.get("/leaderboard/").content.decode()
-    median = client.get("/leaderboard/?mode=median").content.decode()
-    assert ">90.0<" in best
-    assert ">60.0<" in median and ">90.0<" not in median
-    assert "median run by overall score" in median
+def test_rows_show_the_median_with_its_interval_or_say_n_too_small(client: Client) -> None:
+    add_runs(
+        *(
+            record(model_id="steady:8b", overall=o, decode=d)
+            for o, d in ((50, 40), (60, 50), (90, 90))
+        )
+    )
+    add_runs(*(record(model_id="pair:8b", overall=o, decode=d) for o, d in ((70, 30), (75, 35))))
+    html = client.get("/leaderboard/").content.decode()
+    steady, pair = (
+        html.split(f">{name}</a>")[1].split("</tr>")[0] for name in ("steady:8b", "pair:8b")
+    )
+    # Three runs: the median decode 50 with the sign-test interval, which for n = 3 is min–max.
+    interval = '<span class="ci">40.0–90.0</span>'
+    assert f'<span class="strong fig">50.0</span>{interval}' in steady
+    assert ">90.0<" in steady and "best of 3" in steady  # overall: the best run's
+    # Two runs: no median; the best run's own value, marked.
+    assert '<span class="fig">35.0</span>' in pair and "n too small" in pair
+    assert "n too small" not in steady.split("col-decode")[1].split("</td>")[0]
 
 
 def test_sorting_by_decode_speed_orders_the_rows_and_flips_on_a_second_click(
@@ -109,9 +151,11 @@ def test_sorting_by_decode_speed_orders_the_rows_and_flips_on_a_second_click(
     html = client.get("/leaderboard/?sort=decode", headers=HTMX).content.decode()
     speeds = [
         float(x.replace(",", ""))
-        for x in re.findall(r'<span class="strong col-decode">([\d.,]+)</span>', html)
+        for x in re.findall(
+            r'<td class="num col-decode"><span class="[^"]*fig">([\d.,]+)</span>', html
+        )
     ]
-    assert len(speeds) >= 40
+    assert len(speeds) >= 5  # the default class's rows in the small demo seed
     assert speeds == sorted(speeds, reverse=True)
     assert 'aria-sort="descending"' in html
     assert 'href="/leaderboard/?sort=decode&amp;dir=asc"' in html
@@ -120,10 +164,16 @@ def test_sorting_by_decode_speed_orders_the_rows_and_flips_on_a_second_click(
 
 
 def test_pages_keep_the_filters_in_their_links(client: Client, demo) -> None:
-    html = client.get("/leaderboard/?engine=ollama&sort=ttft").content.decode()
-    if "Next →" in html:
-        assert 'href="/leaderboard/?engine=ollama&amp;sort=ttft&amp;page=2"' in html
-    assert 'href="/leaderboard/export.csv?engine=ollama&amp;sort=ttft"' in html
+    html = client.get("/leaderboard/?fits=96&sort=ttft").content.decode()
+    assert "Next →" in html
+    assert 'href="/leaderboard/?fits=96&amp;sort=ttft&amp;page=2"' in html
+    assert 'href="/leaderboard/export.csv?fits=96&amp;sort=ttft"' in html
+    # The default view's exports name the class it showed, so they keep showing it.
+    default = client.get("/leaderboard/?engine=ollama").content.decode()
+    slug = re.search(
+        r'<td class="col-hardware"><a href="/leaderboard/\?hw=([a-z0-9.-]+)"', default
+    )[1]
+    assert f'href="/leaderboard/export.csv?hw={slug}&amp;engine=ollama"' in default
 
 
 def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> None:
@@ -133,6 +183,7 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> Non
         str(fixtures_dir / "generated/v3-smoke-local-run.json"),
         stdout=io.StringIO(),
     )
+    ensure_lanes()
     ranked = client.get("/leaderboard/").content.decode()
     legacy = client.get("/leaderboard/?scale=v2").content.decode()
     assert "qwen2.5:1.5b" not in ranked
@@ -140,14 +191,18 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> Non
     assert "qwen2.5:1.5b" in legacy and "example-model:8b" not in legacy
     assert "never ranked against v3 scores" in legacy
     assert "legacy v2</span>" in legacy
+    assert "benchmark 3.0.0" in ranked
 
 
 @pytest.mark.parametrize(
     ("query", "count"),
     [
-        ("", 5),  # best-run ids, rows, page details, two facet queries
-        ("?vendor=nvidia&engine=llama.cpp", 5),  # hardware ids replace best-run ids
-        ("?mode=median&days=30", 4),
+        # the default class, benchmark versions, narrow lanes, the page's lanes; two facets
+        ("", 6),
+        ("?vendor=nvidia&engine=llama.cpp", 6),  # the classes replace the default
+        # runs instead of lanes: how many (capped), the runs, their stacks, classes, best runs,
+        # attempts and submitters
+        ("?days=30", 11),
     ],
 )
 def test_the_query_count_does_not_grow_with_rows(
@@ -167,9 +222,12 @@ def test_the_query_count_does_not_grow_with_rows(
             client.get(f"/leaderboard/{query}", headers=HTMX)
 
     call_command("seed_demo", "--runs", "60", stdout=io.StringIO())
+    ensure_lanes()
     counts()
-    call_command("seed_demo", "--runs", "600", stdout=io.StringIO())
+    call_command("seed_demo", "--runs", "2000", stdout=io.StringIO())
+    ensure_lanes()
     assert Stack.objects.filter(best_run__isnull=False).count() >= 50
+    assert Lane.objects.filter(hardware_class__isnull=False).count() >= 300
     counts()
 
 

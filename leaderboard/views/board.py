@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 
 from django.db.models import Count, Q, Sum
@@ -12,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST, require_safe
@@ -23,7 +25,7 @@ from leaderboard import cache as board_cache
 from leaderboard import charts, exports, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
-from runs.models import Hardware, Run, ScoreScale, Stack
+from runs.models import HardwareKind, Run, ScoreScale, Stack
 
 NEWEST_DAYS = 90
 THEME_COOKIE = "theme"
@@ -42,7 +44,11 @@ def _has_blank_values(request: HttpRequest) -> bool:
     return any(value == "" for _, value in request.GET.items())
 
 
-def scatter_for(points: list[dict]) -> charts.Scatter | None:
+def scatter_for(points: list[dict], *, query: str = "") -> charts.Scatter | None:
+    """The quality against speed chart of these points; `query` (e.g. "?hw=rtx-4090") goes on
+    each stack link. Links are reversed once: a chart draws hundreds of them."""
+    marker = 987654321
+    link = reverse("leaderboard:stack", args=[marker])
     return charts.scatter(
         [
             {
@@ -52,7 +58,7 @@ def scatter_for(points: list[dict]) -> charts.Scatter | None:
                     f"{p['stack__model_id']} {p['stack__quantization']} · {p['stack__engine']}: "
                     f"quality {p['quality_score']:.1f}, {p['decode_tps_median']:.1f} tok/s"
                 ),
-                "href": reverse("leaderboard:stack", args=[p["stack_id"]]),
+                "href": link.replace(str(marker), str(p["stack_id"])) + query,
             }
             for p in points
         ]
@@ -74,10 +80,11 @@ def _landing_context(request: HttpRequest) -> dict:
     )
     # The window bounds the scan on the started_at index while few runs are verified.
     since = timezone.now() - timedelta(days=NEWEST_DAYS)
+    related = ("stack", "hardware", "hardware_class")
     newest = list(
         Run.objects.published()
         .filter(is_verified=True, started_at__gte=since)
-        .select_related("stack", "hardware")
+        .select_related(*related)
         .order_by("-started_at")[:8]
     )
     verified = bool(newest)
@@ -85,19 +92,95 @@ def _landing_context(request: HttpRequest) -> dict:
         newest = list(
             Run.objects.published()
             .on_scale(ScoreScale.V3)
-            .select_related("stack", "hardware")
+            .select_related(*related)
             .order_by("-started_at")[:8]
         )
+    # Speeds only on one class (the most common one); across hardware, quality alone.
     top = queries.board(BoardFilters(), scatter_limit=0)
+    top_quality = queries.board(BoardFilters(hw=board_filters.ALL_HARDWARE), scatter_limit=0)
+    choices = queries.cached_hardware_choices()
     return {
         "totals": totals,
-        "machines": Hardware.objects.count(),
+        "machines": len(choices),
         "newest": newest,
         "newest_verified": verified,
         "top": top.rows[:5],
+        "top_scope": top.scope,
+        "top_quality": top_quality.rows[:5],
+        "hardware_menu": hardware_menu(choices),
+        "hardware_links": _popular(choices),
+        "default_hw": top.scope.single.slug if top.scope.single else "",
         "site_url": _base_url(request),
         "return_path": reverse("leaderboard:home"),
     }
+
+
+def _popular(choices: list[dict], count: int = 6) -> list[dict]:
+    """The classes with the most runs, for one-click links."""
+    return sorted(
+        (c for c in choices if c["kind"] != HardwareKind.REMOTE), key=lambda c: -c["runs"]
+    )[:count]
+
+
+def hardware_menu(choices: list[dict]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The "your hardware" menu: (group, [(value, label)]) with every class that has runs,
+    VRAM sizes, "what fits in", kinds and the all-hardware view (see BoardFilters.from_query
+    for the prefixed values)."""
+    by_kind: dict[str, list[tuple[str, str]]] = {}
+    for choice in choices:
+        by_kind.setdefault(choice["kind"], []).append((choice["slug"], choice["label"]))
+    groups = [
+        (title, by_kind[kind])
+        for kind, title in (
+            (HardwareKind.GPU, "GPUs"),
+            (HardwareKind.APPLE, "Apple silicon"),
+            (HardwareKind.CPU, "CPU only"),
+            (HardwareKind.REMOTE, "Remote endpoints (not your machine)"),
+        )
+        if by_kind.get(kind)
+    ]
+    memories = {c["memory_gb"] for c in choices if c["kind"] == HardwareKind.GPU and c["memory_gb"]}
+    sizes = [
+        (f"vram:{key}", f"any GPU with {label} VRAM")
+        for key, label in board_filters.VRAM_CHOICES
+        if any(low < m <= high for m in memories for low, high in [queries.vram_range(key)])
+    ]
+    if sizes:
+        groups.append(("By VRAM size", sizes))
+    groups.append(
+        (
+            "What fits in my memory",
+            [(f"fits:{key}", f"fits in {label}") for key, label in board_filters.FITS_CHOICES],
+        )
+    )
+    kinds = [("kind:cpu", "any CPU-only machine"), ("kind:apple", "any Apple chip")]
+    groups.append(("Kinds", kinds))
+    groups.append(
+        ("Across machines", [(board_filters.ALL_HARDWARE, "All hardware (quality only)")])
+    )
+    return groups
+
+
+def hw_choice(filters: BoardFilters, default_slug: str) -> tuple[str, list[tuple[str, str]]]:
+    """The menu value that stands for the view's hardware, and hidden fields for the hardware
+    filters the menu cannot show, so a form submitted without JavaScript keeps them."""
+    narrowing = [(name, getattr(filters, name)) for name in board_filters.CLASS_NARROWING]
+    set_ = {name: value for name, value in narrowing if value}
+    if filters.hw:
+        value = filters.hw
+    elif filters.vram:
+        value = f"vram:{filters.vram}"
+        set_.pop("vram")
+    elif filters.fits:
+        value = f"fits:{filters.fits}"
+        set_.pop("fits")
+    elif filters.cpu != filters.apple:
+        value = "kind:cpu" if filters.cpu else "kind:apple"
+        set_.pop("cpu" if filters.cpu else "apple")
+    else:
+        value = "" if set_ else default_slug
+    hidden = [(name, "1" if v is True else str(v)) for name, v in set_.items()]
+    return value, hidden
 
 
 _INDENT = re.compile(r"[ \t]*\n\s*")
@@ -106,12 +189,14 @@ _INDENT = re.compile(r"[ \t]*\n\s*")
 @require_safe
 @vary_on_headers("HX-Request")
 def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
-    """One row per stack, filtered and sorted by the query string; htmx gets only #results."""
+    """One row per lane (a stack on a hardware class), filtered and sorted by the query string;
+    htmx gets only #results."""
     filters = BoardFilters.from_query(request.GET)
     canonical = filters.to_query()
     path = reverse("leaderboard:leaderboard")
     canonical_url = path + (f"?{canonical.urlencode()}" if canonical else "")
-    if not request.htmx and _has_blank_values(request):
+    if not request.htmx and (_has_blank_values(request) or ":" in request.GET.get("hw", "")):
+        # A form sent without JavaScript: every field, and the hardware menu's hw=vram:24.
         return redirect(canonical_url)
     export_qs = f"?{canonical.urlencode()}" if canonical else ""
     key = canonical.urlencode()
@@ -119,7 +204,7 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
     def page_context() -> dict:
         # The table, scatter and filter form depend on nothing but the filters (no user, no
         # CSRF token), so they are cached as HTML until the next publish (leaderboard.cache).
-        fragments = {"results": (key, lambda: _results_html(request, filters, path, export_qs))}
+        fragments = {"results": (key, lambda: _results_html(request, filters, path))}
         if not request.htmx:
             fragments["form"] = (key, lambda: _form_html(request, filters, path))
         html = board_cache.cached_many(fragments)
@@ -143,40 +228,60 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
+    facets = board_cache.cached("facets", "", queries.facets)
+    default = None if filters.picks_hardware else queries.default_class(filters.scale)
+    choice, hidden = hw_choice(filters, default.slug if default else "")
     context = {
         "filters": filters,
         "path": path,
-        "facets": board_cache.cached("facets", "", queries.facets),
+        "facets": facets,
+        "hw_value": choice,
+        "hw_hidden": hidden,
+        "hardware_menu": hardware_menu(facets["hardware"]),
+        "versions": queries.benchmark_version(filters)[1],
         "scales": board_filters.SCALES,
-        "modes": board_filters.MODES,
-        "vendors": board_filters.VENDOR_CHOICES,
-        "vram_choices": board_filters.VRAM_CHOICES,
-        "ram_choices": board_filters.RAM_CHOICES,
         "param_choices": board_filters.PARAM_CHOICES,
         "profile_choices": board_filters.PROFILE_CHOICES,
         "location_choices": board_filters.LOCATION_CHOICES,
         "days_choices": [(str(k), v) for k, v in board_filters.DAYS_CHOICES],
         "more_open": any(
             getattr(filters, name)
-            for name in ("ram", "cpu", "apple", "family", "params", "harness", "profile")
-            + ("comparable", "location", "days", "verified")
+            for name in ("family", "params", "harness", "profile", "comparable")
+            + ("location", "days", "verified", "bv")
         ),
     }
     return _compact(render_to_string("leaderboard/_board_form.html", context, request=request))
 
 
-def _results_html(request: HttpRequest, filters: BoardFilters, path: str, export_qs: str) -> str:
+def _results_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
     result = queries.board(filters)
     context = {
         "filters": filters,
         "board": result,
         "rank_offset": result.page.start_index() - 1 if result.total else 0,
-        "scatter": scatter_for(result.points),
+        "scatter": scatter_for(
+            result.points,
+            query=f"?hw={result.scope.single.slug}" if result.scope.single else "",
+        ),
         "path": path,
-        "export_qs": export_qs,
+        "export_qs": pinned_query(filters, result.scope),
+        "compare_query": pinned(filters, result.scope).run_filter_query(),
     }
     # The fragment reads nothing of the request but its path (the pager's fallback).
     return _compact(render_to_string("leaderboard/_board_results.html", context, request=request))
+
+
+def pinned(filters: BoardFilters, scope: queries.Scope) -> BoardFilters:
+    """The filters with the default class written out, so exports, feeds and compare links
+    show the hardware the page showed even after another class becomes the most common."""
+    if scope.default and scope.single is not None:
+        return replace(filters, hw=scope.single.slug)
+    return filters
+
+
+def pinned_query(filters: BoardFilters, scope: queries.Scope) -> str:
+    query = pinned(filters, scope).to_query(page=1)
+    return f"?{query.urlencode()}" if query else ""
 
 
 def _compact(html: SafeString) -> SafeString:
@@ -206,17 +311,22 @@ def board_validators(request: HttpRequest, fmt: str = "atom") -> tuple[str, date
 def export(request: HttpRequest, fmt: str) -> HttpResponse:
     """The filtered view as CSV, JSON or Markdown (every row, not just one page)."""
     filters = BoardFilters.from_query(request.GET)
-    rows = exports.records(queries.board_export_rows(filters), base_url=_base_url(request))
+    rows, scope, version = queries.board_export_rows(filters)
+    view = exports.view_meta(filters, scope, version)
+    records = exports.records(rows, base_url=_base_url(request), view=view)
     query = filters.to_query().urlencode()
-    stem = f"benchloop-leaderboard-{timezone.now():%Y-%m-%d}"
+    where = "all-hardware" if scope.pooled else (scope.single.slug if scope.single else "")
+    stem = "-".join(p for p in ("benchloop-leaderboard", where, f"{timezone.now():%Y-%m-%d}") if p)
     if fmt == "csv":
-        response = HttpResponse(exports.to_csv(rows), content_type="text/csv; charset=utf-8")
+        response = HttpResponse(exports.to_csv(records), content_type="text/csv; charset=utf-8")
     elif fmt == "json":
-        response = HttpResponse(exports.to_json(rows, query=query), content_type="application/json")
+        body = exports.to_json(records, query=query, view=view)
+        response = HttpResponse(body, content_type="application/json")
     else:
-        title = "BenchLoop leaderboard" + (f" ({query})" if query else "")
+        title = f"BenchLoop leaderboard: {view['hardware']}" + (f" ({query})" if query else "")
         response = HttpResponse(
-            exports.to_markdown(rows, title=title), content_type="text/markdown; charset=utf-8"
+            exports.to_markdown(records, title=title, view=view),
+            content_type="text/markdown; charset=utf-8",
         )
     response["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
     return response
@@ -225,10 +335,16 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
 @require_safe
 @revalidated(board_validators)
 def feed(request: HttpRequest) -> HttpResponse:
-    """Atom feed of newly approved runs for any filter ("new results on RTX 4090")."""
+    """Atom feed of newly approved runs for any filter ("new results on RTX 4090").
+
+    Each entry is one run on its own hardware class; on the all-hardware view entries carry
+    quality alone, like the view."""
     filters = BoardFilters.from_query(request.GET)
+    scope = queries.hardware_scope(filters, pick_default=False)
     base = _base_url(request)
-    labels = [label for _, label in filters.active()]
+    labels = [label for name, label in filters.active() if name not in queries.CLASS_LABELLED]
+    if scope.class_ids is not None or scope.pooled:
+        labels.insert(0, scope.label)
     title = "BenchLoop: new results" + (f" ({', '.join(labels)})" if labels else "")
     query = filters.to_query()
     board_link = (
@@ -243,17 +359,11 @@ def feed(request: HttpRequest) -> HttpResponse:
     )
     for run in queries.newest_approved(filters):
         stack = run.stack
-        hardware = run.hardware.label if run.hardware else "remote endpoint"
-        scores = (
-            f"overall {run.overall_score:.1f}, quality {run.quality_score:.1f}"
-            if run.overall_score is not None and run.quality_score is not None
-            else "speed only"
-        )
-        speed = f"{run.decode_tps:.1f} tok/s decode" if run.decode_tps else "no speed data"
         atom.add_item(
-            title=f"{stack.label} on {hardware}",
+            title=f"{stack.label} on {exports.run_hardware(run)}",
             link=base + reverse("leaderboard:run", args=[run.id]),
-            description=f"{scores}; {speed}; {run.get_score_scale_display()}.",
+            # Atom's summary is type="html": a reader renders it, so the names in it are escaped.
+            description=escape(exports.feed_summary(run, pooled=scope.pooled)),
             unique_id=f"{base}/runs/{run.id}/",
             pubdate=run.approved_at,
             updateddate=run.approved_at,

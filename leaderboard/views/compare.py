@@ -1,8 +1,13 @@
-"""Compare two to four stacks: every metric with deltas, suites, spreads and a noise verdict."""
+"""Compare two to four stacks on one hardware class, or class by class side by side.
+
+Speed is compared only like for like: the same hardware class, score scale and benchmark
+version, comparable runs. The class is the visitor's (?hw=) or the one the stacks share most
+runs on; quality, which does not depend on the machine, is compared across all hardware.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
@@ -10,22 +15,21 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from leaderboard import charts, queries, stats, summaries
-from leaderboard.filters import BoardFilters
+from leaderboard import charts, stats, summaries
+from leaderboard.summaries import ShownLane, StackEvidence
+from leaderboard.views.pages import filtered_runs, stack_filters
+from runs.labels import labels_by_id
+from runs.lane_rows import Interval, LaneKey
 from runs.models import Stack
 
 MAX_STACKS = 4
 PICKER_LIMIT = 20
-# (key in a run row, label, decimals, higher is better, is a score)
-METRICS = [
-    ("overall_score", "Overall", 1, True, True),
-    ("quality_score", "Quality", 1, True, True),
-    ("speed_score", "Speed score", 1, True, True),
-    ("reliability_score", "Reliability", 1, True, True),
-    ("value_score", "Value", 1, True, True),
-    ("decode", "Decode tok/s (best run)", 1, True, False),
-    ("prefill_tps_median", "Prefill tok/s (best run)", 0, True, False),
-    ("ttft_ms_median", "TTFT ms (best run)", 0, False, False),
+# (lane figure, label, decimals, higher is better); figures of the chosen class's lanes.
+LANE_METRICS = [
+    ("decode", "Decode tok/s", 1, True),
+    ("prefill", "Prefill tok/s", 0, True),
+    ("ttft", "TTFT ms", 0, False),
+    ("overall", "Overall score", 1, True),
 ]
 
 
@@ -49,7 +53,7 @@ def compare_url(ids: list[int], extra: str = "") -> str:
 
 @dataclass
 class Cell:
-    value: float | None
+    value: Interval | None
     delta: float | None = None
     percent: float | None = None
     better: bool | None = None  # compared with the first stack, taking direction into account
@@ -58,42 +62,57 @@ class Cell:
 @dataclass
 class Side:
     stack: Stack
-    proof: summaries.StackEvidence
+    label: str
+    proof: StackEvidence
     series: int
+    lane: ShownLane | None = None  # this stack's lane on the chosen class
+    quality: Interval | None = None  # on the chosen scale and version, all hardware
     remove_url: str = ""
 
 
-def _cells(sides: list[Side], key: str, higher_is_better: bool, is_score: bool) -> list[Cell]:
-    base = sides[0].proof.best
+def _cells(values: list[Interval | None], higher_is_better: bool) -> list[Cell]:
+    """Medians, each with its change from the first; no change where either has no median."""
+    base = values[0].median if values and values[0] else None
     cells = []
-    for index, side in enumerate(sides):
-        best = side.proof.best
-        value = best.get(key) if best else None
+    for index, value in enumerate(values):
         cell = Cell(value)
-        # Scores on different scales are never compared; speed is comparable across scales.
-        same_scale = bool(base and best and base["score_scale"] == best["score_scale"])
-        comparable = same_scale or not is_score
-        if index and comparable and value is not None and base and base.get(key) is not None:
-            cell.delta = value - base[key]
-            cell.percent = 100.0 * cell.delta / base[key] if base[key] else None
+        if index and value and value.median is not None and base is not None:
+            cell.delta = value.median - base
+            cell.percent = 100.0 * cell.delta / base if base else None
             if cell.delta:
                 cell.better = (cell.delta > 0) == higher_is_better
         cells.append(cell)
     return cells
 
 
+def shared_lane(
+    proofs: list[StackEvidence], hw_id: int | None
+) -> tuple[LaneKey | None, list[LaneKey]]:
+    """The lane every stack has (on the asked class, when one is asked): the one with the
+    most runs on its thinnest side; and every shared lane, for the class picker."""
+    keys = [{lane.figures.key: lane.run_count for lane in proof.lanes} for proof in proofs]
+    shared = set(keys[0]).intersection(*keys[1:]) if keys else set()
+    ranked = sorted(
+        shared,
+        key=lambda k: (-min(c[k] for c in keys), -sum(c[k] for c in keys), k),
+    )
+    chosen = [k for k in ranked if hw_id is None or k[0] == hw_id]
+    return (chosen[0] if chosen else None), ranked
+
+
 def noise_verdict(base: Side, other: Side) -> stats.NoiseTest | None:
-    """Welch's t-test on decode tok/s: per-run medians when both stacks have two or more runs,
-    otherwise the trial summaries of the two best runs."""
-    a = [r["decode"] for r in base.proof.rows if r["decode"] is not None]
-    b = [r["decode"] for r in other.proof.rows if r["decode"] is not None]
+    """Welch's t-test on decode tok/s, like for like (the chosen lane's runs on each side):
+    per-run medians when both sides have two or more runs, otherwise the trial summaries of
+    the two lanes' best runs."""
+    if base.lane is None or other.lane is None:
+        return None
+    a = [r["decode"] for r in base.lane.rows if r["decode"] is not None]
+    b = [r["decode"] for r in other.lane.rows if r["decode"] is not None]
     if len(a) >= 2 and len(b) >= 2:
         return stats.welch_samples(a, b, basis="runs")
-    best_a, best_b = base.proof.best, other.proof.best
-    if not best_a or not best_b:
-        return None
+    best_a, best_b = base.lane.best, other.lane.best
     fields = ("decode_tps_mean", "decode_tps_stdev", "speed_sample_count")
-    if any(best_a.get(f) is None or best_b.get(f) is None for f in fields):
+    if not best_a or not best_b or any(best_a[f] is None or best_b[f] is None for f in fields):
         return None
     return stats.welch(
         best_a["decode_tps_mean"],
@@ -106,74 +125,142 @@ def noise_verdict(base: Side, other: Side) -> stats.NoiseTest | None:
     )
 
 
+def comparison(request: HttpRequest, ordered: list[Stack], labels: dict | None = None) -> dict:
+    """Everything the page and its share image show about 2–4 stacks."""
+    filters, hw = stack_filters(request)
+    # ?hw= picks the class to compare on; every class still shows side by side.
+    if hasattr(filters, "hw"):
+        filters = replace(filters, hw="")
+    runs = filtered_runs(summaries.published_runs_of([s.id for s in ordered]), filters, "")
+    rows = summaries.run_rows(runs)
+    attempts = summaries.attempts_of([s.id for s in ordered])
+    labels = labels or labels_by_id(ordered)
+    sides = [
+        Side(
+            stack,
+            labels[stack.id],
+            summaries.evidence([r for r in rows if r["stack_id"] == stack.id], attempts),
+            index,
+        )
+        for index, stack in enumerate(ordered)
+    ]
+    names = {
+        lane.figures.hardware_class_id: (lane.hardware, lane.slug)
+        for side in sides
+        for lane in side.proof.lanes
+    }
+    hw_id = next((i for i, (_label, slug) in names.items() if slug == hw), None) if hw else None
+    chosen, shared = shared_lane([s.proof for s in sides], hw_id)
+    if hw and hw_id is None:
+        chosen = None  # a class none of these stacks ran on: nothing to compare on
+    for side in sides:
+        side.lane = side.proof.lane(chosen) if chosen else None
+        scope = side.proof.scope(chosen[1:]) if chosen else None
+        side.quality = scope.quality if scope else None
+    return {
+        "sides": sides,
+        "chosen": chosen,
+        "chosen_label": names[chosen[0]][0] if chosen else "",
+        "hw": hw,
+        "filters": filters,
+        "run_filter": filters.run_filter_query().urlencode(),
+        "shared": [(names[k[0]][0], names[k[0]][1], k == chosen) for k in shared],
+        "rows": rows,
+        "runs": runs,
+        "names": names,
+    }
+
+
+def _side_by_side(sides: list[Side], names: dict) -> list[tuple[str, str, list]]:
+    """(class, slug, [each stack's lane there or None]) for every class any stack ran on, on
+    each stack's first scope: classes are shown apart, never compared with each other."""
+    rows = []
+    for class_id, (label, slug) in names.items():
+        cells = []
+        for side in sides:
+            scope = side.proof.scopes[0] if side.proof.scopes else None
+            lanes = scope.lanes if scope else []
+            cells.append(next((x for x in lanes if x.figures.hardware_class_id == class_id), None))
+        rows.append((label, slug, cells))
+    # The classes with most runs first, then by name.
+    return sorted(rows, key=lambda r: (-sum(c.run_count for c in r[2] if c), r[0]))
+
+
 @require_safe
 def compare(request: HttpRequest) -> HttpResponse:
     """Stacks side by side; with fewer than two, a picker to add more."""
     ids = parse_stack_ids(request)
-    filters = BoardFilters.from_query(request.GET)
-    run_filter = filters.run_filter_query().urlencode()
-    canonical = compare_url(ids, run_filter)
+    filters, hw = stack_filters(request)
+    run_filter = filters.run_filter_query()
+    if hw:
+        run_filter["hw"] = hw
+    extra = run_filter.urlencode()
+    canonical = compare_url(ids, extra)
     # Ticked rows arrive as ?stacks=1&stacks=2 (plus empty fields); share one clean link.
     if len(request.GET.getlist("stacks")) > 1 or any(v == "" for _, v in request.GET.items()):
         return redirect(canonical)
     stacks = {s.id: s for s in Stack.objects.filter(id__in=ids, best_run__isnull=False)}
     ordered = [stacks[i] for i in ids if i in stacks]
-    context: dict = {"ids": [s.id for s in ordered], "filters": filters, "run_filter": run_filter}
+    context: dict = {"ids": [s.id for s in ordered], "run_filter": extra, "hw": hw}
     query = request.GET.get("find", "").strip()[:100]
+    offered = _picker(query, exclude=[s.id for s in ordered]) if len(ordered) < MAX_STACKS else []
+    # One set of labels for every stack on the page, the offered ones included.
+    labels = labels_by_id([*ordered, *offered])
     if len(ordered) < MAX_STACKS:
         context["picker_query"] = query
         context["picker"] = [
-            (s, compare_url([*context["ids"], s.id], run_filter))
-            for s in _picker(query, exclude=[s.id for s in ordered])
+            (labels[s.id], compare_url([*context["ids"], s.id], extra)) for s in offered
         ]
     if len(ordered) < 2:
-        context["stacks"] = ordered
+        context["stacks"] = [(s, labels[s.id]) for s in ordered]
         return render(request, "leaderboard/compare.html", context)
 
-    runs = summaries.published_runs_of([s.id for s in ordered])
-    if filters.restricts_runs:
-        runs = queries.restrict_runs(runs, filters)
-    rows = summaries.run_rows(runs)
-    per_stack: dict[int, list[dict]] = {s.id: [] for s in ordered}
-    for row in rows:
-        per_stack[row["stack_id"]].append(row)
-    sides = [
-        Side(
-            stack,
-            summaries.evidence(per_stack[stack.id]),
-            index,
-            compare_url([i for i in context["ids"] if i != stack.id], run_filter),
+    found = comparison(request, ordered, labels)
+    sides = found["sides"]
+    for side in sides:
+        side.remove_url = compare_url([i for i in context["ids"] if i != side.stack.id], extra)
+    chosen = found["chosen"]
+    suites = {}
+    if chosen:
+        scale, version = chosen[1:]
+        suites = summaries.suite_table(
+            found["runs"].filter(score_scale=scale, benchmark_version=version)
         )
-        for index, stack in enumerate(ordered)
-    ]
-    suites = summaries.suite_table(runs)
     suite_names = sorted({name for table in suites.values() for name in table})
+    hw_query = compare_url(context["ids"], filters.run_filter_query().urlencode())
     context.update(
-        stacks=ordered,
-        sides=sides,
-        metrics=[
-            (label, digits, _cells(sides, key, higher, is_score))
-            for key, label, digits, higher, is_score in METRICS
+        found,
+        stacks=[(s, labels[s.id]) for s in ordered],
+        lane_metrics=[
+            (label, digits, _cells([s.lane and getattr(s.lane.figures, key) for s in sides], up))
+            for key, label, digits, up in LANE_METRICS
+        ]
+        if chosen
+        else [],
+        quality_cells=_cells([s.quality for s in sides], True) if chosen else [],
+        side_by_side=_side_by_side(sides, found["names"]),
+        class_links=[
+            (label, f"{hw_query}&hw={slug}", current) for label, slug, current in found["shared"]
         ],
-        spread=[(s.proof.decode, s.proof.run_count, s.proof.submitter_count) for s in sides],
         suite_rows=[
             (name, [suites.get(s.stack.id, {}).get(name) for s in sides]) for name in suite_names
         ],
-        verdicts=[(side, noise_verdict(sides[0], side)) for side in sides[1:]],
+        verdicts=[(side, noise_verdict(sides[0], side)) for side in sides[1:]] if chosen else [],
         chart=charts.strip(
             [
-                (
-                    side.stack.label,
-                    [summaries.dot(r, r["decode"], series=side.series) for r in side.proof.rows],
+                summaries.strip_lane(
+                    side.label, side.lane.rows, "decode", side.series, summaries.run_href()
                 )
                 for side in sides
+                if side.lane
             ],
-            unit="decode tok/s",
+            unit=f"decode tok/s on {found['chosen_label']}",
             log=True,
-        ),
-        scales_differ=len({s.proof.best["score_scale"] for s in sides if s.proof.best}) > 1,
-        share_qs="stacks=" + ",".join(str(s.id) for s in ordered),
-        share=_share(request, sides),
+        )
+        if chosen
+        else None,
+        share_qs=compare_url(context["ids"], extra).split("?", 1)[1],
+        share=_share(request, sides, found["chosen_label"], extra),
     )
     return render(request, "leaderboard/compare.html", context)
 
@@ -189,24 +276,22 @@ def _picker(query: str, *, exclude: list[int]) -> list[Stack]:
     )
 
 
-def _share(request: HttpRequest, sides: list[Side]) -> dict:
+def _share(request: HttpRequest, sides: list[Side], on: str, extra: str) -> dict:
     base = f"{request.scheme}://{request.get_host()}"
-    ids = ",".join(str(side.stack.id) for side in sides)
-    title = " vs ".join(side.stack.label for side in sides)
+    query = "stacks=" + ",".join(str(side.stack.id) for side in sides)
+    if extra:
+        query += f"&{extra}"
     parts = []
     for side in sides:
-        best = side.proof.best or {}
-        overall = best.get("overall_score")
-        decode = side.proof.decode.median if side.proof.decode else None
-        text = side.stack.model_id
-        if overall is not None:
-            text += f" overall {overall:.1f}"
-        if decode is not None:
-            text += f", {decode:.1f} tok/s"
+        text = side.label
+        if side.quality and side.quality.median is not None:
+            text += f": quality {side.quality.median:.1f} (all hardware)"
+        if side.lane and side.lane.figures.decode.median is not None:
+            text += f", {side.lane.figures.decode.median:.1f} tok/s on {on}"
         parts.append(text)
     return {
-        "title": title,
+        "title": " vs ".join(side.label for side in sides),
         "description": "; ".join(parts) + ".",
-        "url": f"{base}{reverse('leaderboard:compare')}?stacks={ids}",
-        "image": f"{base}{reverse('leaderboard:compare_image')}?stacks={ids}",
+        "url": f"{base}{reverse('leaderboard:compare')}?{query}",
+        "image": f"{base}{reverse('leaderboard:compare_image')}?{query}",
     }

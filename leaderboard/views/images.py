@@ -1,4 +1,9 @@
-"""Share images (PNG) for stack, compare and run pages, cached by their content."""
+"""Share images (PNG) for stack, compare and run pages, cached by their content.
+
+Like the pages, a card never pools speed across hardware: a stack's card shows one hardware
+class (the page's ?hw=, or the class with most runs), a compare card the class the page
+compares on, a run's card the run's own figures.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_safe
 
 from leaderboard import share, summaries
-from leaderboard.views.compare import parse_stack_ids
-from leaderboard.views.pages import get_public_stack
+from leaderboard.views.compare import comparison, parse_stack_ids
+from leaderboard.views.pages import filtered_runs, get_public_stack, stack_filters
+from runs.lane_rows import Interval
 from runs.models import Run, Stack
 
 CACHE_SECONDS = 24 * 3600
@@ -25,90 +31,122 @@ def _fmt(value: float | None, digits: int = 1, unit: str = "") -> str:
     return f"{value:,.{digits}f}{unit}"
 
 
-def _png(kicker: str, columns: list[share.Column], footer: str) -> HttpResponse:
+def _png(card: share.Card) -> HttpResponse:
     """Render once per distinct content: the cache key is a hash of everything drawn."""
-    spec = json.dumps([kicker, [c.__dict__ for c in columns], footer], default=str)
+    spec = json.dumps([card.kicker, [c.__dict__ for c in card.columns], card.footer], default=str)
     key = "share-png:" + hashlib.sha256(spec.encode()).hexdigest()
     data = cache.get(key)
     if data is None:
-        data = share.render_card(kicker=kicker, columns=columns, footer=footer)
+        data = share.render_card(kicker=card.kicker, columns=list(card.columns), footer=card.footer)
         cache.set(key, data, CACHE_SECONDS)
     response = HttpResponse(data, content_type="image/png")
     response["Cache-Control"] = f"public, max-age={BROWSER_CACHE_SECONDS}"
     return response
 
 
-def _run_metrics(run: Run | dict | None, *, runs: int | None = None) -> tuple[share.Metric, ...]:
-    def get(name: str):
-        if run is None:
-            return None
-        return run.get(name) if isinstance(run, dict) else getattr(run, name)
-
-    decode = get("decode_tps_median")
-    if decode is None:
-        decode = get("decode_tps_mean")
-    metrics = [
-        share.Metric("overall", _fmt(get("overall_score"))),
-        share.Metric("quality", _fmt(get("quality_score"))),
-        share.Metric("decode tok/s", _fmt(decode)),
-        share.Metric("TTFT ms", _fmt(get("ttft_ms_median"), 0)),
-        share.Metric("reliability", _fmt(get("reliability_score"))),
-    ]
-    if runs is not None:
-        metrics.append(share.Metric("approved runs", str(runs)))
-    return tuple(metrics)
-
-
-def _hardware_label(row: dict) -> str:
-    gpu = row.get("hardware__gpu_model")
-    if gpu:
-        count = row.get("hardware__gpu_count") or 1
-        return f"{count}× {gpu}" if count > 1 else gpu
-    return row.get("hardware__cpu_model") or "remote endpoint"
+def _median(name: str, value: Interval | None, digits: int = 1) -> share.Metric:
+    """A lane's median as a card metric, its interval in the label, or 'n too small'."""
+    if value is None or value.n == 0:
+        return share.Metric(name, "—")
+    if value.median is None:
+        return share.Metric(f"{name} · {value.n} run{'s' if value.n != 1 else ''}", "n too small")
+    interval = f"95% CI {_fmt(value.low, digits)}–{_fmt(value.high, digits)}"
+    return share.Metric(f"{name} · {interval}", _fmt(value.median, digits))
 
 
 @require_safe
 def stack_image(request: HttpRequest, pk: int) -> HttpResponse:
+    return _png(stack_card(request, pk))
+
+
+def stack_card(request: HttpRequest, pk: int) -> share.Card:
     stack = get_public_stack(pk)
-    rows = summaries.run_rows(Run.objects.published().filter(stack=stack))
-    proof = summaries.evidence(rows)
-    best = proof.best or {}
-    subtitle = f"best run on {_hardware_label(best)}" if best else "no scored runs"
-    column = share.Column(stack.label, subtitle, _run_metrics(best, runs=proof.run_count))
-    footer = f"{proof.run_count} runs from {proof.submitter_count} submitters · BenchLoop"
-    return _png("Stack", [column], footer)
+    filters, hw = stack_filters(request)
+    runs = filtered_runs(Run.objects.published().filter(stack=stack), filters, hw)
+    proof = summaries.evidence(summaries.run_rows(runs), summaries.attempts_of([stack.id]))
+    scope = proof.scopes[0] if proof.scopes else None
+    focus = scope.lanes[0] if scope and scope.lanes else None
+    metrics = [_median("quality, all hardware", scope.quality if scope else None)]
+    if focus:
+        figures = focus.figures
+        metrics += [
+            _median("decode tok/s", figures.decode),
+            _median("TTFT ms", figures.ttft, 0),
+            _median("prefill tok/s", figures.prefill, 0),
+            share.Metric("runs on this hardware", str(focus.run_count)),
+        ]
+        if focus.attempts is not None:
+            metrics.append(share.Metric("attempts (best of)", str(focus.attempts)))
+        subtitle = f"on {focus.hardware}"
+    else:
+        subtitle = "no runs on a known hardware class"
+    others = len(scope.lanes) - 1 if scope else 0
+    footer = f"{proof.run_count} runs from {proof.submitter_count} submitters"
+    if others > 0:
+        footer += f" · speeds on this hardware only; {others} other class{'es' * (others > 1)}"
+    column = share.Column(stack.label, subtitle, tuple(metrics))
+    return share.Card("Stack", (column,), footer + " · BenchLoop")
 
 
 @require_safe
 def run_image(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("stack", "hardware"), pk=pk)
+    return _png(run_card(request, pk))
+
+
+def run_card(request: HttpRequest, pk: int) -> share.Card:
+    run = get_object_or_404(Run.objects.select_related("stack", "hardware_class"), pk=pk)
     if not run.published:
         raise Http404("no such run")
-    hardware = run.hardware.label if run.hardware else "remote endpoint"
+    hardware = run.hardware_class.label if run.hardware_class else "unclassified hardware"
     subtitle = f"{hardware} · {run.started_at:%Y-%m-%d}"
-    column = share.Column(run.stack.label, subtitle, _run_metrics(run))
+    metrics = (
+        share.Metric("overall", _fmt(run.overall_score)),
+        share.Metric("quality", _fmt(run.quality_score)),
+        share.Metric("decode tok/s", _fmt(run.decode_tps)),
+        share.Metric("TTFT ms", _fmt(run.ttft_ms, 0)),
+        share.Metric("prefill tok/s", _fmt(run.prefill_tps, 0)),
+        share.Metric("reliability", _fmt(run.reliability_score)),
+    )
+    column = share.Column(run.stack.label, subtitle, metrics)
     evidence = "verified" if run.is_verified else "self-reported"
-    return _png("Run", [column], f"{run.get_score_scale_display()} · {evidence} · BenchLoop")
+    footer = f"One run · {run.get_score_scale_display()} · {evidence} · BenchLoop"
+    return share.Card("Run", (column,), footer)
 
 
 @require_safe
 def compare_image(request: HttpRequest) -> HttpResponse:
+    return _png(compare_card(request))
+
+
+def compare_card(request: HttpRequest) -> share.Card:
     ids = parse_stack_ids(request)
     stacks = {s.id: s for s in Stack.objects.filter(id__in=ids, best_run__isnull=False)}
     ordered = [stacks[i] for i in ids if i in stacks]
     if len(ordered) < 2:
         raise Http404("compare needs two stacks")
-    rows = summaries.run_rows(summaries.published_runs_of([s.id for s in ordered]))
+    found = comparison(request, ordered)
+    on = found["chosen_label"]
     columns = []
-    for stack in ordered:
-        mine = [r for r in rows if r["stack_id"] == stack.id]
-        best = summaries.representative(mine) or {}
-        metrics = _run_metrics(best)
+    for side in found["sides"]:
+        lane = side.lane
         columns.append(
             share.Column(
-                stack.model_id,
-                " · ".join(part for part in (stack.quantization, stack.engine) if part),
-                (metrics[0], metrics[1], metrics[2], metrics[3]),
+                side.label,
+                f"{lane.run_count} runs on {on}" if lane else "no runs in common",
+                (
+                    _median("quality, all hardware", side.quality),
+                    _median("decode tok/s", lane.figures.decode if lane else None),
+                    _median("TTFT ms", lane.figures.ttft if lane else None, 0),
+                    share.Metric(
+                        "attempts (best of)",
+                        str(lane.attempts) if lane and lane.attempts is not None else "—",
+                    ),
+                ),
             )
         )
-    return _png("Compare", columns, "Best run of each stack · BenchLoop")
+    footer = f"Speeds on {on} only · BenchLoop" if on else "No hardware in common · BenchLoop"
+    return share.Card("Compare", tuple(columns), footer)
+
+
+# The card each share-image route draws, by URL name (for tests that read what is drawn).
+CARDS = {"stack_image": stack_card, "run_image": run_card, "compare_image": compare_card}

@@ -2,25 +2,42 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.db.models import F, Prefetch
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
-from leaderboard import public, queries, summaries
-from leaderboard.filters import SCALES, BoardFilters
+from leaderboard import charts, queries, summaries
+from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
+from leaderboard.templatetags.lanes import ci_text
 from leaderboard.views.board import HtmxHttpRequest, scatter_for
-from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult, Visibility
+from runs import lane_rows as lane_rules
+from runs import public
+from runs.labels import labels_by_id
+from runs.models import (
+    Hardware,
+    HardwareClass,
+    Lane,
+    Run,
+    RunQuerySet,
+    SpeedSample,
+    Stack,
+    SuiteResult,
+    TaskResult,
+    Visibility,
+)
 from submissions.access import can_see_private
 from submissions.models import Status
 from submissions.names import imported_label
+from worker.engine.redact import redact_command, redact_text
 
 RUNS_PER_PAGE = 25
 RUN_SORT_LABELS = [("date", "newest"), ("overall", "overall"), ("decode", "decode tok/s")]
@@ -43,12 +60,13 @@ def _run_page(request: HtmxHttpRequest, runs):
     sort = request.GET.get("sort", "date")
     if sort not in RUN_SORTS:
         sort = "date"
-    page = Paginator(
-        runs.select_related("stack", "hardware", "submission", "submission__submitter").order_by(
-            *RUN_SORTS[sort]
-        ),
-        RUNS_PER_PAGE,
-    ).get_page(request.GET.get("page"))
+    listed = (
+        runs.select_related("stack", "hardware", "submission", "submission__submitter")
+        # The table shows none of the large columns; a stored payload can be megabytes.
+        .defer("raw_payload", "error", "command_used", "stack__launch_settings")
+        .order_by(*RUN_SORTS[sort])
+    )
+    page = Paginator(listed, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     return page, sort
 
 
@@ -60,13 +78,48 @@ def get_public_stack(pk: int) -> Stack:
     return stack
 
 
+def stack_filters(request: HttpRequest) -> tuple[BoardFilters, str]:
+    """The leaderboard's filters and the hardware class (?hw=, a class slug) from a query."""
+    filters = BoardFilters.from_query(request.GET)
+    hw = getattr(filters, "hw", "") or request.GET.get("hw", "").strip()[:120]
+    return filters, hw
+
+
+def filtered_runs(runs: RunQuerySet, filters: BoardFilters, hw: str) -> RunQuerySet:
+    """The runs the leaderboard's filters keep: hardware class, machine, profile, date, ..."""
+    if hw:
+        runs = runs.filter(hardware_class__slug=hw)
+    if filters.restricts_runs:
+        runs = queries.restrict_runs(runs, filters)
+    return runs
+
+
+def active_run_filters(filters: BoardFilters, hw: str, classes) -> list[str]:
+    """Human labels of the filters that restrict which runs count."""
+    keep = set(filters.run_filter_query())
+    labels = [label for name, label in filters.active() if name in keep]
+    if hw:
+        names = {c.slug: c.label for c in classes}
+        labels.insert(0, names.get(hw, f"hardware {hw}"))
+    return labels
+
+
 @require_safe
 @vary_on_headers("HX-Request")
 def stack_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """Every approved run of a stack, its spread, per-suite scores, trend and recipe."""
+    """A stack's lanes (one per hardware class), quality, charts, recipe and every run."""
+    if any(value == "" for _name, value in request.GET.items()):
+        # The filter form sends its empty fields too; share one clean link.
+        clean = QueryDict(mutable=True)
+        for name, value in request.GET.items():
+            if value:
+                clean[name] = value
+        return redirect(request.path + (f"?{clean.urlencode()}" if clean else ""))
     if request.htmx:
         stack = get_public_stack(pk)
-        page, sort = _run_page(request, Run.objects.published().filter(stack=stack))
+        filters, hw = stack_filters(request)
+        runs = filtered_runs(Run.objects.published().filter(stack=stack), filters, hw)
+        page, sort = _run_page(request, runs)
         context = {"stack": stack, "page": page, "sort": sort, "run_sorts": RUN_SORT_LABELS}
         return _partial(request, "leaderboard/stack.html", context)
     query = _plain_run_query(request)
@@ -97,31 +150,53 @@ def _plain_run_query(request: HtmxHttpRequest) -> str | None:
 
 def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
     stack = get_public_stack(pk)
-    runs = Run.objects.published().filter(stack=stack)
+    filters, hw = stack_filters(request)
+    runs = filtered_runs(Run.objects.published().filter(stack=stack), filters, hw)
     page, sort = _run_page(request, runs)
-    rows = summaries.run_rows(runs)
-    proof = summaries.evidence(rows)
-    best_id = proof.best["id"] if proof.best else None
-    best_run = Run.objects.select_related("hardware").filter(id=best_id).first()
-    suites = summaries.suite_table(runs).get(stack.id, {})
+    proof = summaries.evidence(summaries.run_rows(runs), summaries.attempts_of([stack.id]))
+    classes = list(
+        HardwareClass.objects.filter(runs__stack=stack, runs__published=True)
+        .distinct()
+        .order_by("label")
+    )
+    scope = proof.scopes[0] if proof.scopes else None
+    focus = scope.lanes[0] if scope and scope.lanes else None
+    chart_rows, profile, suites = [], "", {}
+    if scope:
+        chart_rows, profile = summaries.chart_rows(proof, scope.key, filters.profile)
+        counted = summaries.counted_in(runs, scope.key, profile)
+        suites = summaries.suite_table(counted).get(stack.id, {})
+    recipe_run = None
+    if focus and focus.best:
+        recipe_run = Run.objects.defer("raw_payload").filter(id=focus.best["id"]).first()
     return {
         "stack": stack,
         "page": page,
         "sort": sort,
         "run_sorts": RUN_SORT_LABELS,
         "proof": proof,
-        "best_run": best_run,
+        "scope": scope,
+        "focus": focus,
+        "profile": profile,
+        "hw": hw,
+        "filters": filters,
+        "classes": classes,
+        "active_filters": active_run_filters(filters, hw, classes),
+        "profiles": PROFILE_CHOICES,
+        "days_choices": DAYS_CHOICES,
         "suites": sorted(suites.values(), key=lambda s: s["suite"]),
-        "decode_chart": summaries.decode_strip(rows),
-        "score_chart": summaries.score_strip(rows),
-        "decode_trend": summaries.engine_trend(rows),
-        "score_trend": summaries.engine_trend(rows, "overall_score", unit="overall score"),
-        "recipe_command": public.redact_command(best_run.command_used) if best_run else "",
+        "decode_chart": summaries.decode_strip(chart_rows),
+        "score_chart": summaries.score_strip(chart_rows),
+        "decode_trend": summaries.class_trend(chart_rows),
+        "quality_trend": summaries.quality_trend(chart_rows),
+        "recipe_run": recipe_run,
+        "recipe_command": redact_command(recipe_run.command_used) if recipe_run else "",
+        "recipe_model_file": redact_text(stack.launch_settings.get("model_file", "")),
         "recipe_settings": public.public_settings(stack.launch_settings),
         "share": share_meta(
             request,
             title=stack.label,
-            description=_stack_description(proof),
+            description=_stack_description(proof, focus),
             path=reverse("leaderboard:stack", args=[stack.id]),
             image=reverse("leaderboard:stack_image", args=[stack.id]),
         ),
@@ -138,15 +213,15 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
-def _stack_description(proof: summaries.StackEvidence) -> str:
+def _stack_description(proof: summaries.StackEvidence, focus) -> str:
     parts = []
-    if proof.best and proof.best["overall_score"] is not None:
+    if proof.scopes and proof.scopes[0].quality.median is not None:
+        parts.append(f"Quality {ci_text(proof.scopes[0].quality)} across all hardware")
+    if focus:
         parts.append(
-            f"Overall {_fmt(proof.best['overall_score'])}, "
-            f"quality {_fmt(proof.best['quality_score'])} (best run)"
+            f"on {focus.hardware}: median decode {ci_text(focus.figures.decode)} tok/s "
+            f"over {focus.run_count} run{'s' if focus.run_count != 1 else ''}"
         )
-    if proof.decode:
-        parts.append(f"median {_fmt(proof.decode.median)} decode tok/s")
     parts.append(
         f"{proof.run_count} approved run{'s' if proof.run_count != 1 else ''} from "
         f"{proof.submitter_count} submitter{'s' if proof.submitter_count != 1 else ''}"
@@ -157,7 +232,9 @@ def _stack_description(proof: summaries.StackEvidence) -> str:
 def _get_visible_run(request, pk: int) -> tuple[Run, bool]:
     """The run if this visitor may see it (published, unlisted-by-link, or their own)."""
     run = get_object_or_404(
-        Run.objects.select_related("stack", "hardware", "submission", "submission__submitter"),
+        Run.objects.select_related(
+            "stack", "hardware", "hardware_class", "submission", "submission__submitter"
+        ),
         pk=pk,
     )
     private = can_see_private(request.user, run)
@@ -209,6 +286,16 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     for suite in suites:
         for task in suite.tasks.all():
             task.notes = public.verifier_notes(task.metadata)
+    context_lane = None
+    counted = lane_rules.counts({"score_scale": run.score_scale, "comparable": run.comparable})
+    if run.hardware_class_id and counted:
+        # This run among the stack's others on the same hardware class: never other machines.
+        same = Run.objects.published().filter(
+            stack_id=run.stack_id, hardware_class_id=run.hardware_class_id
+        )
+        key = (run.hardware_class_id, run.score_scale, run.benchmark_version or "")
+        attempts = summaries.attempts_of([run.stack_id])
+        context_lane = summaries.evidence(summaries.run_rows(same), attempts).lane(key)
     try:
         report_url = reverse("submissions:report", args=[run.id])
     except NoReverseMatch:
@@ -218,7 +305,8 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "stack": run.stack,
         "suites": suites,
         "private": private,
-        "command": public.redact_command(run.command_used),
+        "command": redact_command(run.command_used),
+        "context_lane": context_lane,
         "unlisted": not run.published,
         "report_url": report_url if request.user.is_authenticated else "",
         "share": share_meta(
@@ -247,35 +335,67 @@ def _run_description(run: Run) -> str:
 @require_safe
 @vary_on_headers("HX-Request")
 def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
-    """Every published stack of one model: quantizations, engines and settings side by side."""
-    stacks = Stack.objects.filter(model_id=model_id, best_run__isnull=False)
-    page = Paginator(
-        stacks.select_related("best_run", "best_run__hardware").order_by(
-            "best_run__score_scale",
-            "-best_run__overall_score",
-            "-best_run__decode_tps_median",
-            "id",
-        ),
-        50,
-    ).get_page(request.GET.get("page"))
-    if not page.paginator.count:
+    """Every published stack of one model on one hardware class (the visitor's, or the class
+    with the most runs of it): quantizations, engines and settings side by side."""
+    stacks = {s.id: s for s in Stack.objects.filter(model_id=model_id, published_run_count__gt=0)}
+    if not stacks:
         raise Http404("no published stacks for this model")
-    context = {"model_id": model_id, "page": page}
+    stored = list(
+        Lane.objects.filter(stack_id__in=list(stacks), run_count__gt=0).select_related(
+            "hardware_class"
+        )
+    )
+    classes: Counter[HardwareClass] = Counter()
+    for lane in stored:
+        if lane.hardware_class_id:
+            classes[lane.hardware_class] += lane.run_count
+    _filters, hw = stack_filters(request)
+    chosen = next((c for c in classes if c.slug == hw), None)
+    if chosen is None and classes:
+        chosen = max(classes, key=lambda c: (classes[c], -c.id))
+    quality = {
+        (lane.stack_id, lane.score_scale, lane.benchmark_version): lane
+        for lane in stored
+        if lane.hardware_class_id is None
+    }
+    rows = [
+        summaries.StoredRow(
+            lane, quality.get((lane.stack_id, lane.score_scale, lane.benchmark_version))
+        )
+        for lane in stored
+        if chosen is not None and lane.hardware_class_id == chosen.id
+    ]
+    rows.sort(key=summaries.StoredRow.order)
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    shown = {row.lane.stack_id for row in rows}
+    elsewhere = [s for s in stacks.values() if s.id not in shown]
+    labels = labels_by_id(stacks.values())
+    for row in page.object_list:
+        row.stack = stacks[row.lane.stack_id]
+        row.label = labels[row.lane.stack_id]
+    context = {
+        "model_id": model_id,
+        "page": page,
+        "chosen": chosen,
+        "classes": sorted(classes.items(), key=lambda item: -item[1]),
+        "elsewhere": sorted(((labels[s.id], s) for s in elsewhere), key=lambda p: p[0]),
+    }
     if request.htmx:
         return _partial(request, "leaderboard/model.html", context)
-    points = [
-        {
-            "decode_tps_median": s.best_run.decode_tps_median,
-            "quality_score": s.best_run.quality_score,
-            "stack_id": s.id,
-            "stack__model_id": s.model_id,
-            "stack__quantization": s.quantization,
-            "stack__engine": s.engine,
-        }
-        for s in page.object_list
-        if s.best_run.quality_score is not None and s.best_run.decode_tps_median
-    ]
-    context["scatter"] = scatter_for(points)
+    context["scatter"] = charts.scatter(
+        [
+            {
+                "x": row.decode.median,
+                "y": row.quality.median,
+                "label": f"{row.label}: quality {row.quality.median:.1f} (all hardware), "
+                f"{row.decode.median:.1f} tok/s on {chosen.label}",
+                "href": reverse("leaderboard:stack", args=[row.lane.stack_id])
+                + f"?hw={chosen.slug}",
+            }
+            for row in page.object_list
+            if row.quality.median is not None and row.decode.median
+        ]
+    )
     return render(request, "leaderboard/model.html", context)
 
 
@@ -283,7 +403,7 @@ def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def hardware_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The leaderboard restricted to one machine class: best run per stack on it."""
-    hardware = get_object_or_404(Hardware, pk=pk)
+    hardware = get_object_or_404(Hardware.objects.select_related("hardware_class"), pk=pk)
     # The page is the machine; filters that would pick other machines do not apply.
     filters = replace(
         BoardFilters.from_query(request.GET), hardware=hardware.id, q="", vendor="", gpu=""

@@ -21,8 +21,11 @@ GOLDEN = Path(__file__).parent / "golden"
 
 @pytest.fixture
 def published(fixtures_dir) -> dict:
+    from leaderboard.tests.factories import ensure_lanes  # until runs.services keeps lanes
+
     for name in ("generated/v3-smoke-local-run.json", "leaderboard-v1.json"):
         call_command("import_results", str(fixtures_dir / name), stdout=io.StringIO())
+    ensure_lanes()
     run = Run.objects.get(profile="smoke")
     return {"run": run.id, "stack": run.stack_id, "hardware": run.hardware_id}
 
@@ -38,7 +41,11 @@ def _normalise(data, kind: str = "run") -> object:
         for key, item in data.items():
             if key == "id" and isinstance(item, int):
                 out[key] = f"<{kind}>"
-            elif key in ("stack", "hardware") and isinstance(item, dict):
+            elif key == "best_run" and isinstance(item, int):
+                out[key] = "<run>"
+            elif key in ("stack", "hardware", "hardware_class", "best_run") and isinstance(
+                item, dict
+            ):
                 out[key] = _normalise(item, key)
             elif key == "url" and isinstance(item, str) and item.startswith("/runs/"):
                 out[key] = "/runs/<run>/"
@@ -74,15 +81,40 @@ def test_hardware_list_matches_golden(client: Client, published) -> None:
     _check_golden("hardware-list", _normalise(data, "hardware"))
 
 
-def test_leaderboard_lists_speed_stacks_with_filters(client: Client, published) -> None:
+def test_leaderboard_lists_lanes_of_one_hardware_class(client: Client, published) -> None:
     data = client.get("/api/v1/leaderboard?scale=speed&sort=decode").json()
-    assert data["count"] == 17
-    speeds = [row["decode_tps_median"] for row in data["results"]]
+    # Speed-only lanes on the class with the most speed-only runs, and only on it.
+    slug = data["view"]["hardware_class"]
+    assert slug and not data["view"]["mixes_hardware"]
+    assert data["count"] >= 2
+    assert {row["hardware_class"]["slug"] for row in data["results"]} == {slug}
+    speeds = [row["decode_tps"]["value"] for row in data["results"]]
     assert speeds == sorted(speeds, reverse=True)
-    assert speeds[0] == 153.96
+    assert all(row["quality"] is None and "overall_best_run" in row for row in data["results"])
     v3 = client.get("/api/v1/leaderboard").json()
-    assert [row["id"] for row in v3["results"]] == [published["run"]]
+    assert [row["best_run"]["id"] for row in v3["results"]] == [published["run"]]
     _check_golden("leaderboard-v3", _normalise(v3))
+
+
+def test_the_all_hardware_answer_has_no_speed(client: Client, published) -> None:
+    data = client.get("/api/v1/leaderboard?hw=all").json()
+    assert data["view"]["mixes_hardware"] and "different machines" in data["view"]["warning"]
+    row = data["results"][0]
+    assert row["hardware_class"] is None and row["quality"]["value"] is not None
+    for key in ("decode_tps", "prefill_tps", "ttft_ms", "overall_best_run"):
+        assert key not in row
+    assert set(row["best_run"]) == {"id", "url", "quality_score", "is_verified", "started_at"}
+    # Speed-only runs have nothing to pool: no rows at all across hardware.
+    assert client.get("/api/v1/leaderboard?hw=all&scale=speed").json()["count"] == 0
+
+
+def test_hardware_classes_list_the_hw_values(client: Client, published) -> None:
+    classes = client.get("/api/v1/hardware-classes").json()["results"]
+    slugs = [c["slug"] for c in classes]
+    assert "rtx-4090-24gb" in slugs
+    for slug in slugs:
+        view = client.get(f"/api/v1/leaderboard?hw={slug}&scale=speed").json()["view"]
+        assert view["hardware_class"] == slug
 
 
 def test_unpublished_runs_and_unknown_ids_are_404(client: Client, published) -> None:
@@ -127,6 +159,7 @@ def test_every_documented_operation_is_exercised(client: Client, published, alic
     calls = {
         ("get", "/api/v1/leaderboard"): lambda: client.get("/api/v1/leaderboard?vendor=nvidia"),
         ("get", "/api/v1/hardware"): lambda: client.get("/api/v1/hardware"),
+        ("get", "/api/v1/hardware-classes"): lambda: client.get("/api/v1/hardware-classes"),
         ("get", "/api/v1/stacks/{id}"): lambda: client.get(f"/api/v1/stacks/{published['stack']}"),
         ("get", "/api/v1/runs/{id}"): lambda: client.get(f"/api/v1/runs/{run_id}"),
         ("delete", "/api/v1/runs/{id}"): lambda: client.delete(

@@ -59,14 +59,23 @@ def test_approving_a_run_shows_it_at_once_and_withdrawing_hides_it(
     assert response.status_code == 201
     submission = Submission.objects.get(run_id=response.json()["id"])
     assert submission.status != Status.APPROVED  # alice is not trusted
-    for path in PAGES:
+    # Speeds are shown per hardware class and benchmark version: the run's own class (an RTX
+    # 4090) on its version shows it, and so does the landing page's newest runs; the default
+    # view is llama3.1's machine on the newest version.
+    run = submission.run
+    own = f"?hw={run.hardware_class.slug}&bv={run.benchmark_version}"
+    own_class = f"/leaderboard/{own}"
+    all_hardware = f"/leaderboard/?hw=all&bv={run.benchmark_version}"
+    pages = [*PAGES, own_class, all_hardware]
+    pages.append(f"/api/v1/leaderboard{own}")
+    for path in pages:
         assert not _shows(client, path, "example-model:8b"), path
 
     moderate_submission(submission=submission, status=Status.APPROVED, moderator=bob)
-    for path in PAGES:
+    for path in ["/", *pages[-3:]]:
         assert _shows(client, path, "example-model:8b"), path
-    assert _shows(client, "/api/v1/leaderboard", f'"id":{submission.run_id},')
+    assert _shows(client, pages[-1], f'"id":{submission.run_id},')
 
     withdraw_run(submission=submission, user=submission.submitter)
-    for path in PAGES:
+    for path in pages:
         assert not _shows(client, path, "example-model:8b"), path

@@ -11,9 +11,9 @@ from itertools import count
 import pytest
 from django.test import Client
 
-from leaderboard.public import NOTE_FIELDS
 from leaderboard.views import images
 from runs.models import Run
+from runs.public import NOTE_FIELDS
 from runs.services import refresh_stack_stats
 from submissions.models import Submission
 from submissions.services import moderate_submission
@@ -255,9 +255,9 @@ def test_private_markers_never_appear_in_public_pages_or_the_api(
     drawn: list[str] = []
     real_png = images._png
 
-    def recording_png(kicker, columns, footer):
-        drawn.append(json.dumps([kicker, [c.__dict__ for c in columns], footer], default=str))
-        return real_png(kicker, columns, footer)
+    def recording_png(card):
+        drawn.append(card.text())
+        return real_png(card)
 
     monkeypatch.setattr(images, "_png", recording_png)
     pages = _crawl(

@@ -1,0 +1,258 @@
+"""Leaderboard rows: one stack on one hardware class (a lane), or one stack on all hardware.
+
+A row's figures are medians with a 95% interval (worker.engine.stats.median_interval) when the
+lane has at least three runs; below that the best run's own value is shown, marked "n too
+small". Rows come from the stored lanes (runs.models.Lane), or, when a filter picks among a
+lane's runs (profile, date, verified...), from the matching runs themselves through `aggregate`,
+which applies the same rule. The pooled all-hardware row carries quality only: speed, and any
+score that includes speed, exists only per hardware class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import F
+from django.db.models.functions import Coalesce
+
+from runs.models import HardwareClass, Run, ScoreScale, Stack
+from worker.engine.stats import MIN_MEDIAN_N, median_interval
+
+FIGURES = ("quality", "decode", "prefill", "ttft")
+SPEED_FIGURES = ("decode", "prefill", "ttft")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One column of a row: the median and its interval, or the best run's value when n < 3."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    median: bool = False  # False: the best run's own value, the lane being too small
+
+    @classmethod
+    def of(cls, median: float | None, low, high, fallback: float | None) -> Figure | None:
+        if median is not None:
+            return cls(median, low, high, True)
+        return None if fallback is None else cls(fallback)
+
+
+@dataclass
+class Row:
+    """A ranked row; `stack`, `hardware_class` and `best_run` are filled for the shown page."""
+
+    stack_id: int
+    hardware_class_id: int | None
+    best_run_id: int | None
+    runs: int
+    submitters: int
+    attempts: int
+    overall: float | None = None
+    figures: dict[str, Figure | None] = field(default_factory=dict)
+    started_at: datetime | None = None
+    lane_id: int | None = None
+    stack: Stack | None = None
+    hardware_class: HardwareClass | None = None
+    best_run: Run | None = None
+
+    @property
+    def pooled(self) -> bool:
+        return self.hardware_class_id is None
+
+    @property
+    def n_too_small(self) -> bool:
+        return self.runs < MIN_MEDIAN_N
+
+    @property
+    def best_of(self) -> int:
+        """How many uploads the shown best run was picked from (at least the runs shown)."""
+        return max(self.attempts, self.runs)
+
+    quality = property(lambda self: self.figures.get("quality"))
+    decode = property(lambda self: self.figures.get("decode"))
+    prefill = property(lambda self: self.figures.get("prefill"))
+    ttft = property(lambda self: self.figures.get("ttft"))
+
+
+# --- rows from stored lanes -----------------------------------------------------------------
+
+# The value a lane shows (and sorts by) for each figure: its median, else its best run's.
+LANE_VALUES = {
+    "quality": Coalesce(F("quality_median"), F("best_run__quality_score")),
+    "decode": Coalesce(
+        F("decode_median"), F("best_run__decode_tps_median"), F("best_run__decode_tps_mean")
+    ),
+    "prefill": Coalesce(
+        F("prefill_median"), F("best_run__prefill_tps_median"), F("best_run__prefill_tps_mean")
+    ),
+    "ttft": Coalesce(F("ttft_median"), F("best_run__ttft_ms_median"), F("best_run__ttft_ms_mean")),
+}
+# Sort key -> lane column (after LANE_VALUES are annotated as value_<figure>).
+LANE_SORTS = {
+    "overall": "best_run__overall_score",
+    "quality": "value_quality",
+    "decode": "value_decode",
+    "prefill": "value_prefill",
+    "ttft": "value_ttft",
+    "runs": "run_count",
+    "submitters": "submitter_count",
+    "model": "stack__model_id",
+    "quant": "stack__quantization",
+    "engine": "stack__engine",
+    "hardware": "hardware_class__label",
+    "date": "best_run__started_at",
+}
+
+
+def from_lane(lane, *, scale: str) -> Row:
+    """A Row from a Lane fetched with its stack, class and best run."""
+    run = lane.best_run
+    figures: dict[str, Figure | None] = {}
+    for name in _figures_for(scale, pooled=lane.hardware_class_id is None):
+        figures[name] = Figure.of(
+            getattr(lane, f"{name}_median"),
+            getattr(lane, f"{name}_low"),
+            getattr(lane, f"{name}_high"),
+            _run_value(run, name) if run else None,
+        )
+    pooled = lane.hardware_class_id is None
+    return Row(
+        stack_id=lane.stack_id,
+        hardware_class_id=lane.hardware_class_id,
+        best_run_id=lane.best_run_id,
+        runs=lane.run_count,
+        submitters=lane.submitter_count,
+        attempts=lane.attempt_count,
+        overall=None if pooled or run is None else run.overall_score,
+        figures=figures,
+        started_at=run.started_at if run else None,
+        lane_id=lane.id,
+        stack=lane.stack,
+        hardware_class=lane.hardware_class,
+        best_run=run,
+    )
+
+
+def _figures_for(scale: str, *, pooled: bool) -> tuple[str, ...]:
+    if pooled:
+        return () if scale == ScoreScale.SPEED_ONLY else ("quality",)
+    return SPEED_FIGURES if scale == ScoreScale.SPEED_ONLY else FIGURES
+
+
+def _run_value(run: Run, name: str) -> float | None:
+    return {
+        "quality": run.quality_score,
+        "decode": run.decode_tps,
+        "prefill": run.prefill_tps,
+        "ttft": run.ttft_ms,
+    }[name]
+
+
+# --- rows from matching runs ----------------------------------------------------------------
+
+# What `aggregate` reads of each run, in this order (see queries.run_values).
+RUN_COLUMNS = (
+    "id",
+    "stack_id",
+    "hardware_class_id",
+    "overall_score",
+    "quality_score",
+    "decode",
+    "prefill",
+    "ttft",
+    "started_at",
+    "submitter",  # optional: without it, submitters are counted later (queries.py)
+)
+
+
+def best_run_key(scale: str, *, pooled: bool) -> Callable[[tuple], tuple]:
+    """How a lane's runs are ranked to pick its best one; ties go to the newest, then lowest id.
+
+    Speed-only lanes by decode speed; the pooled lane by quality (it shows nothing else);
+    the others by overall score, like runs.services' choice of a stack's best run."""
+    column = 5 if scale == ScoreScale.SPEED_ONLY else 4 if pooled else 3
+
+    def key(run: tuple) -> tuple:
+        value = run[column]
+        return (value is None, -(value or 0.0), -run[8].timestamp(), run[0])
+
+    return key
+
+
+def aggregate(runs: Iterable[tuple], *, scale: str, pooled: bool) -> list[Row]:
+    """One Row per lane (stack × hardware class, or per stack when pooled) of these runs."""
+    groups: dict[tuple[int, int | None], list[tuple]] = {}
+    for run in runs:
+        groups.setdefault((run[1], None if pooled else run[2]), []).append(run)
+    rank = best_run_key(scale, pooled=pooled)
+    names = _figures_for(scale, pooled=pooled)
+    columns = {"quality": 4, "decode": 5, "prefill": 6, "ttft": 7}
+    rows = []
+    for (stack_id, class_id), members in groups.items():
+        best = min(members, key=rank)
+        figures = {}
+        for name in names:
+            stats = median_interval(m[columns[name]] for m in members)
+            figures[name] = Figure.of(
+                stats["median"], stats["low"], stats["high"], best[columns[name]]
+            )
+        rows.append(
+            Row(
+                stack_id=stack_id,
+                hardware_class_id=class_id,
+                best_run_id=best[0],
+                runs=len(members),
+                submitters=len({m[9] for m in members}) if len(best) > 9 else 0,
+                attempts=len(members),
+                overall=None if pooled else best[3],
+                figures=figures,
+                started_at=best[8],
+            )
+        )
+    return rows
+
+
+def python_sort_value(row: Row, key: str):
+    """The value a Row sorts by, matching LANE_SORTS for rows that came from stored lanes."""
+    if key in FIGURES:
+        figure = row.figures.get(key)
+        return figure.value if figure else None
+    return {
+        "overall": lambda: row.overall,
+        "runs": lambda: row.runs,
+        "submitters": lambda: row.submitters,
+        "model": lambda: row.stack.model_id.lower(),
+        "quant": lambda: row.stack.quantization.lower(),
+        "engine": lambda: row.stack.engine.lower(),
+        "hardware": lambda: row.hardware_class.label.lower() if row.hardware_class else "",
+        "date": lambda: row.started_at.timestamp() if row.started_at else None,
+    }[key]()
+
+
+def sort_rows(rows: list[Row], key: str, *, descending: bool, tie: str) -> list[Row]:
+    """Rows in display order (as queries.board orders lanes in SQL): by the key, then by the
+    view's default figure, then by stack and class; missing values last either way."""
+    rows = sorted(rows, key=lambda r: (r.stack_id, r.hardware_class_id or 0))
+    for name, desc in ((tie, True), (key, descending)):
+        present = [r for r in rows if python_sort_value(r, name) is not None]
+        present.sort(key=lambda r: python_sort_value(r, name), reverse=desc)
+        rows = present + [r for r in rows if python_sort_value(r, name) is None]
+    return rows
+
+
+def attach(rows: Sequence[Row], *, stacks: dict, classes: dict, runs: dict) -> list[Row]:
+    """Fill each row's objects from id maps; rows whose stack is gone are dropped."""
+    out = []
+    for row in rows:
+        row.stack = row.stack or stacks.get(row.stack_id)
+        if row.stack is None:
+            continue
+        if row.hardware_class_id is not None and row.hardware_class is None:
+            row.hardware_class = classes.get(row.hardware_class_id)
+        if row.best_run_id is not None and row.best_run is None:
+            row.best_run = runs.get(row.best_run_id)
+        out.append(row)
+    return out

@@ -1,0 +1,79 @@
+"""How a lane's figures read on a page: a median with its 95% interval, or "n too small"."""
+
+from __future__ import annotations
+
+from html import escape
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from runs.lane_rows import Interval
+
+register = template.Library()
+TOO_SMALL = '<span class="too-small" title="a median needs three runs">n too small</span>'
+
+
+def _fmt(value: float, digits: int) -> str:
+    return f"{value:,.{digits}f}"
+
+
+@register.filter
+def ci(value: Interval | None, digits: int = 1) -> str:
+    """'123.4 (95% CI 120.1–125.0)' as HTML, or 'n too small' below three runs."""
+    if value is None or value.n == 0:
+        return mark_safe('<span class="muted">—</span>')
+    if value.median is None:
+        return mark_safe(TOO_SMALL)
+    return format_html(
+        '<span class="median-value">{}</span> <span class="ci">95% CI {}–{}</span>',
+        _fmt(value.median, digits),
+        _fmt(value.low, digits),
+        _fmt(value.high, digits),
+    )
+
+
+@register.filter
+def ci_text(value: Interval | None, digits: int = 1) -> str:
+    """The same as plain text (for titles, descriptions and share images)."""
+    if value is None or value.n == 0:
+        return "—"
+    if value.median is None:
+        return "n too small"
+    low, high = _fmt(value.low, digits), _fmt(value.high, digits)
+    return f"{_fmt(value.median, digits)} (95% CI {low}–{high})"
+
+
+@register.filter
+def middle(text: object, length: int = 26) -> str:
+    """Text cut to `length` characters in the middle: a stack's label is told from its
+    neighbours' by its end ("· harness mini-swe"), so the end stays."""
+    value = str(text)
+    if len(value) <= length:
+        return value
+    tail = (length - 1) // 2
+    return value[: length - 1 - tail].rstrip() + "…" + value[-tail:].lstrip()
+
+
+@register.simple_tag
+def trend_marks(chart) -> str:
+    """Each line of a TrendLines chart: whiskers, the line, and a titled point per median
+    (built here rather than in template loops: a chart of ten classes has many marks)."""
+    out = []
+    for line in chart.lines:
+        marks = [f'<g class="line s{int(line.series)}">']
+        for p in line.points:
+            marks.append(
+                f'<line class="whisker" x1="{p.x}" x2="{p.x}" y1="{p.low_y}" y2="{p.high_y}"/>'
+            )
+        marks.append(f'<path class="class-line" d="{escape(line.path)}" fill="none"/>')
+        for p in line.points:
+            runs = f"{p.n} run{'s' if p.n != 1 else ''}"
+            title = f"{line.label}, {p.category}: median {p.value:,.1f} {chart.unit} ({runs})"
+            marks.append(
+                f'<circle class="pt" cx="{p.x}" cy="{p.y}" r="4.5"><title>{escape(title)}'
+                "</title></circle>"
+            )
+        marks.append("</g>")
+        out.append("".join(marks))
+    return mark_safe("".join(out))

@@ -219,7 +219,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# ------------------------------------------------------------------------------------ compare
+# ------------------------------------------------------------------------------- list, compare
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from worker.cli_list import list_rows, render_list
+    from worker.engine.paths import runs_dir
+
+    rows = list_rows()
+    if args.json:
+        _print_json({"runs_dir": str(runs_dir()), "count": len(rows), "runs": rows})
+    else:
+        render_list(out, rows)
+    return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -408,6 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = command("info", "show hardware, local LLM servers, suites and profiles")
     info.set_defaults(handler=cmd_info)
+
+    runs = command("list", "list the run bundles on this machine, newest first, with their ids")
+    runs.set_defaults(handler=cmd_list)
 
     compare = command(
         "compare", "compare two runs on their shared speed tasks: ratio, interval, significance"

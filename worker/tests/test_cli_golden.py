@@ -1,4 +1,4 @@
-"""Golden output at 80 columns: `run`'s summary and `compare`, from fixed bundles.
+"""Golden output at 80 columns: `run`'s summary, `compare` and `list`, from fixed bundles.
 
 The bundles in data/cli/ were written by `benchloop run` against the llama.cpp fixture server
 (data/cli/README.md). Set BENCHLOOP_UPDATE_GOLDEN=1 to rewrite the files after a deliberate
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from rich.console import Console
 
 from worker.cli import main
 from worker.cli_run import render_run
+from worker.engine.bundle import find_run
 from worker.tests.cli_kit import console, fits, text_of
 
 HERE = Path(__file__).parent
@@ -48,6 +50,11 @@ def install(home: Path, name: str, folder: str | None = None, **changes) -> Path
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
+
+
+def submitted(path: Path, review: str, published: bool) -> None:
+    record = {"ok": True, "review": review, "published": published, "url": "https://x.test/r/1"}
+    (path.parent / "submission.json").write_text(json.dumps(record))
 
 
 @pytest.fixture
@@ -94,3 +101,47 @@ def test_compare_a_run_with_itself_finds_no_difference(bench_home, wide):
     text = text_of(wide)
     assert "faster" not in text and text.count("1.000×") == 3 + 9
     assert fits(text)
+
+
+def list_home(home: Path, fixtures_dir: Path) -> None:
+    """Seven runs: uploaded or not, complete, cut short, unreadable, and the earlier CLI's."""
+    submitted(install(home, "speed-full"), "pending", False)
+    install(home, "speed-p128")
+    submitted(install(home, "smoke"), "approved", True)
+    full = bundle("speed-full")
+    comparability = full["comparability"] | {"tasks_scored": 4, "comparable": False}
+    install(
+        home,
+        "speed-full",
+        "20261201-180211-smollm2-135m-local-openai_compat-9f3e21",
+        status="incomplete",
+        timestamp="2026-12-01T18:02:11.004211+00:00",
+        comparability=comparability,
+    )
+    broken = home / "runs" / "20261201-190000-qwen3-8b-local-ollama-c0ffee" / "run.json"
+    broken.parent.mkdir()
+    broken.write_text("{ not json")
+    for name, folder in (
+        ("v3-full-local", "20261130-050515-example-model-8b-local-fake"),
+        ("v2-0.2.3-local", "20261130-050554-example-model-8b"),
+    ):
+        target = home / "runs" / folder
+        shutil.copytree(fixtures_dir / "generated" / name, target)
+
+
+def test_list_matches_its_golden_file(bench_home, wide, fixtures_dir):
+    list_home(bench_home, fixtures_dir)
+    assert main(["list"]) == 0
+    text = text_of(wide).replace(str(bench_home), "~/.bench-loop")
+    check_golden("list.txt", text)
+
+
+def test_every_id_list_shows_opens_its_run(bench_home, capsys, fixtures_dir):
+    list_home(bench_home, fixtures_dir)
+    assert main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["runs"]
+    assert len(rows) == 7
+    assert [row["ref"] for row in rows[:4]] == ["c0ffee", "9f3e21", "0a2b5c", "adb8f4"]
+    for row in rows:
+        assert find_run(row["ref"]) == Path(row["path"])
+        assert find_run(row["id"]) == Path(row["path"])

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from worker import cli_compat
 from worker.cli_display import RunDisplay
 from worker.cli_format import fmt, versions
 from worker.cli_run import print_header, render_run, run_summary
@@ -382,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--url", help="endpoint root (default: $BENCHLOOP_URL, else the one local server found)"
     )
     run.add_argument("--model", help="model id (default: the only model the server lists)")
-    run.add_argument("--provider", choices=("auto", "openai", "ollama"), default="auto")
+    cli_compat.add_run_options(run)
     run.add_argument("--suites", help="comma-separated suites (overrides the profile's list)")
     run.add_argument("--profile", help="profile name (see `benchloop info`)")
     run.add_argument("--tasks", help="comma-separated task ids or globs, e.g. 'speed-p128-*'")
@@ -420,6 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = command("info", "show hardware, local LLM servers, suites and profiles")
     info.set_defaults(handler=cmd_info)
+    cli_compat.add_suites_command(sub, cmd_info)
 
     runs = command("list", "list the run bundles on this machine, newest first, with their ids")
     runs.set_defaults(handler=cmd_list)
@@ -451,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    cli_compat.read_environment(args)
+    cli_compat.print_notes(err, args)
     try:
         return args.handler(args)
     except EngineError as exc:

@@ -365,7 +365,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchloop",
-        description="Benchmark an LLM server (llama.cpp, Ollama, vLLM, LM Studio, any "
+        # Raw text is not wrapped by argparse: broken here to fit 80 columns.
+        description="Benchmark an LLM server (llama.cpp, Ollama, vLLM, LM Studio, any\n"
         "OpenAI-compatible API) and publish the result to a BenchLoop site.",
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -423,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(handler=cmd_info)
     cli_compat.add_suites_command(sub, cmd_info)
 
-    runs = command("list", "list the run bundles on this machine, newest first, with their ids")
+    runs = command("list", "this machine's run bundles, newest first, with their ids")
     runs.set_defaults(handler=cmd_list)
 
     compare = command(

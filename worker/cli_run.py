@@ -23,7 +23,7 @@ _SUMMARY_COLUMNS = (
     ("ttft_ms", "TTFT\nms", "ms"),
     ("server_decode_tps", "server decode\ntok/s", "tok/s"),
 )
-# Its rows: (key in each summary, label); "n" and the interval bounds are handled apart.
+# Its rows after "trials" (the n of each): (key in each summary, label).
 _SUMMARY_ROWS = (
     ("median", "median"),
     ("ci95_low", "  95% CI, low"),

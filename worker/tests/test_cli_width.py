@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from worker.cli import main
 from worker.cli_display import RunDisplay
 from worker.cli_run import render_run
 from worker.engine.suites import available_suites
@@ -109,3 +110,12 @@ def test_a_real_run_prints_the_summary_within_80_columns(llm_url, bench_home):
     assert "".join(line.rstrip() + "\n" for line in lines[4:]) == text_of(expected)
     for task in ("speed-p128-short", "speed-p128-medium", "speed-p128-long"):
         assert any(line.startswith(f"{task} ") for line in lines)
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["list"], ["compare"], ["submit"], ["info"]])
+def test_help_fits_80_columns(command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = capsys.readouterr().out
+    assert "usage: benchloop" in text and fits(text)

@@ -24,8 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from worker.cli_compare import fmt
+from worker import cli_compat
 from worker.cli_display import RunDisplay
+from worker.cli_format import fmt, versions
+from worker.cli_run import print_header, render_run, run_summary
 from worker.engine import __version__
 from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
 from worker.engine.compare import compare_bundles
@@ -35,6 +37,7 @@ from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
 from worker.engine.orchestrator import DEFAULT_TRIALS, RunConfig, execute, prepare_run
 from worker.engine.sandbox import current_isolation
+from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 from worker.engine.suites import available_suites, load_profiles
 
 EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_SERVER = 0, 1, 2, 3, 4, 5
@@ -63,91 +66,6 @@ def _csv_list(value: str | None) -> list[str] | None:
 
 
 # ---------------------------------------------------------------------------------------- run
-
-
-def _run_summary(outcome) -> dict:
-    bundle = outcome.bundle
-    keys = ("overall_score", "quality_score", "speed_score", "reliability_score", "value_score")
-    return {
-        "ok": outcome.status == "complete",
-        "status": outcome.status,
-        "run_id": bundle["run_id"],
-        "client_run_id": bundle["client_run_id"],
-        "path": str(outcome.path),
-        "model": bundle["model"],
-        "engine": bundle["engine"],
-        "scoring_mode": bundle["scoring_mode"],
-        "hardware_label": bundle["machine"]["hardware_label"],
-        "scores": {k: bundle[k] for k in keys},
-        "comparability": bundle["comparability"],
-        "contention": bundle["contention"],
-        "speed_summary": bundle["speed_summary"],
-        "speed_metrics": bundle["speed_metrics"],
-        "error": bundle.get("error"),
-    }
-
-
-def _render_run(bundle: dict, path: str) -> None:
-    speed = bundle["suites"].get("speed")
-    if speed:
-        table = Table(title="Speed tasks (medians over trials)")
-        for col in ("task", "prompt tok", "out tok", "decode tok/s", "server tok/s", "TTFT ms"):
-            table.add_column(col, justify="left" if col == "task" else "right")
-        table.add_column("prefill tok/s", justify="right")
-        table.add_column("score", justify="right")
-        for task in speed["tasks"]:
-            sm = task["metadata"].get("speed_metrics", {})
-            server = (task["metadata"].get("summary") or {}).get("server_decode_tps") or {}
-            table.add_row(
-                task["task_id"] + (" [red](error)" if task["error"] else ""),
-                str(task["tokens_prompt"]),
-                str(task["tokens_generated"]),
-                fmt(sm.get("generation_tok_per_sec")),
-                fmt(server.get("median")),
-                fmt(sm.get("ttft_ms"), 0),
-                fmt(sm.get("prompt_eval_tok_per_sec")),
-                fmt(task["score"]),
-            )
-        out.print(table)
-    summary = bundle["speed_summary"]
-    table = Table(title="Run summary (all measured trials)")
-    for col in ("metric", "n", "median", "95% CI of median", "mean", "stdev", "p95", "peak"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-    for key, label in (
-        ("decode_tps", "decode tok/s"),
-        ("prefill_tps", "prefill tok/s"),
-        ("ttft_ms", "TTFT ms"),
-        ("server_decode_tps", "server decode tok/s"),
-    ):
-        s = summary[key]
-        ci = f"{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}" if s["ci95_low"] is not None else "–"
-        table.add_row(
-            label,
-            str(s["n"]),
-            fmt(s["median"]) if s["median"] is not None or not s["n"] else "n too small",
-            ci,
-            fmt(s["mean"]),
-            fmt(s["stdev"]),
-            fmt(s["p95"]),
-            fmt(s["peak"]),
-        )
-    out.print(table)
-    out.print(
-        f"decode vs server: [bold]{fmt(summary.get('decode_ratio_vs_server'), 3)}[/]  "
-        f"speed score: [bold]{fmt(bundle['speed_score'])}[/] ({bundle['scoring_mode']} curve)  "
-        f"status: [bold]{bundle['status']}[/]"
-    )
-    if bundle.get("error"):
-        out.print(f"[yellow]{escape(bundle['error']['message'])}[/]")
-    for reason in bundle["comparability"]["reasons"]:
-        out.print(f"[dim]not comparable: {escape(reason)}[/]", soft_wrap=True)
-    contention = bundle["contention"]
-    why = "; ".join(contention["reasons"]) or contention["gpu"].get("note", "")
-    out.print(
-        f"[dim]contention: {contention['status']}" + (f" ({escape(why)})" if why else "") + "[/]",
-        soft_wrap=True,
-    )
-    out.print(f"bundle: {escape(path)}", soft_wrap=True)
 
 
 def _auto_url() -> str:
@@ -196,21 +114,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.json:
             outcome = execute(prep)
         else:
-            info = prep.info
-            out.print(
-                f"[bold]{info.kind}[/] {info.engine.get('version', '')} · "
-                f"model [bold]{prep.model}[/]"
-                f" · {'local' if prep.locality.scoring_local else 'remote'} scoring"
-                f" ({prep.locality.reason}) · trials {config.trials}"
-            )
+            print_header(out, prep)
             with RunDisplay(out, prep.tasks) as display:
                 outcome = execute(prep, display.on_event)
             # The bundle is already on disk; a display crash here loses nothing.
-            _render_run(outcome.bundle, str(outcome.path))
+            render_run(out, outcome.bundle, str(outcome.path))
     finally:
         prep.provider.close()
     if args.json:
-        _print_json(_run_summary(outcome))
+        _print_json(run_summary(outcome))
     return EXIT_OK if outcome.status == "complete" else EXIT_RUN
 
 
@@ -246,6 +158,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         }
     data = {
         "version": __version__,
+        "benchmark_version": BENCHMARK_VERSION,
+        "score_schema_version": SCORE_SCHEMA_VERSION,
         "hardware": hardware,
         "servers": servers,
         "suites": suites,
@@ -256,13 +170,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(data)
         return EXIT_OK
-    out.print(f"[bold]benchloop {__version__}[/]")
+    out.print(f"[bold]benchloop {versions()}[/]")
     gpus = (
         ", ".join(f"{g['name']} ({fmt(g.get('vram_gb'))} GB)" for g in hardware["gpus"]) or "none"
     )
     out.print(
         f"CPU: {hardware['cpu_model']} ({hardware['cpu_physical_cores']} cores, "
-        f"{hardware['cpu_logical_cores']} threads) · RAM {hardware['ram_gb']} GB · "
+        f"{hardware['cpu_logical_cores']} threads) · RAM {fmt(hardware['ram_gb'])} GB · "
         f"{hardware['os']} {hardware['os_version']}\nGPU: {gpus}"
     )
     for note in hardware["notes"]:
@@ -306,7 +220,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# ------------------------------------------------------------------------------------ compare
+# ------------------------------------------------------------------------------- list, compare
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from worker.cli_list import list_rows, render_list
+    from worker.engine.paths import runs_dir
+
+    rows = list_rows()
+    if args.json:
+        _print_json({"runs_dir": str(runs_dir()), "count": len(rows), "runs": rows})
+    else:
+        render_list(out, rows)
+    return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -439,12 +365,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchloop",
-        description="Benchmark an LLM server (llama.cpp, Ollama, vLLM, LM Studio, any "
+        # Raw text is not wrapped by argparse: broken here to fit 80 columns.
+        description="Benchmark an LLM server (llama.cpp, Ollama, vLLM, LM Studio, any\n"
         "OpenAI-compatible API) and publish the result to a BenchLoop site.",
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"benchloop {__version__}")
+    parser.add_argument("--version", action="version", version=f"benchloop {versions()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -457,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--url", help="endpoint root (default: $BENCHLOOP_URL, else the one local server found)"
     )
     run.add_argument("--model", help="model id (default: the only model the server lists)")
-    run.add_argument("--provider", choices=("auto", "openai", "ollama"), default="auto")
+    cli_compat.add_run_options(run)
     run.add_argument("--suites", help="comma-separated suites (overrides the profile's list)")
     run.add_argument("--profile", help="profile name (see `benchloop info`)")
     run.add_argument("--tasks", help="comma-separated task ids or globs, e.g. 'speed-p128-*'")
@@ -495,6 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = command("info", "show hardware, local LLM servers, suites and profiles")
     info.set_defaults(handler=cmd_info)
+    cli_compat.add_suites_command(sub, cmd_info)
+
+    runs = command("list", "this machine's run bundles, newest first, with their ids")
+    runs.set_defaults(handler=cmd_list)
 
     compare = command(
         "compare", "compare two runs on their shared speed tasks: ratio, interval, significance"
@@ -523,6 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    cli_compat.read_environment(args)
+    cli_compat.print_notes(err, args)
     try:
         return args.handler(args)
     except EngineError as exc:

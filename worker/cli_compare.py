@@ -1,78 +1,135 @@
-"""`benchloop compare`'s table: every figure with its n and 95% interval, the ratio with its own."""
+"""`benchloop compare`'s text: the runs, the ratio B ÷ A with its interval, medians, scores."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+
+from worker.cli_format import SCORE_LABELS, fmt_p, fmt_range, fmt_signed, fmt_unit, say, table
+from worker.engine.stats import MIN_MEDIAN_N
+
+# The unit of each compared metric (compare.METRICS); per-task rows are decode rates.
+_UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms"}
+_TOO_FEW = f"n<{MIN_MEDIAN_N}"
 
 
-def fmt(value: object, digits: int = 1) -> str:
-    """A figure as the CLI prints it: "–" when missing, floats with thousands separators."""
-    if value is None:
+def _median(side: dict, unit: str) -> str:
+    if side["n"] == 0:
         return "–"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
+    return _TOO_FEW if side["median"] is None else fmt_unit(side["median"], unit)
 
 
-def summary_cell(s: dict) -> str:
-    """'median [low–high] n=N', or 'n too small' where a median needs more values."""
-    if s["n"] == 0:
-        return "–"
-    if s["median"] is None:
-        return f"n too small (n={s['n']})"
-    ci = ""
-    if s.get("ci95_low") is not None:
-        ci = f" [{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}]"
-        coverage = s.get("ci95_coverage")
-        if coverage is not None and coverage < 0.95:
-            ci += f" ({coverage:.0%})"
-    return f"{fmt(s['median'])}{ci} n={s['n']}"
-
-
-def ratio_cell(row: dict) -> str:
-    """'1.23× [1.18–1.29]' for B ÷ A, the interval from the log-scale Welch test."""
+def _verdict(row: dict) -> str:
+    """Every compared metric is a speed, so the better run is the faster one."""
     if row["ratio"] is None:
         return "–"
-    text = f"{row['ratio']:.3f}×"
-    if row["ratio_ci95_low"] is not None:
-        text += f" [{row['ratio_ci95_low']:.3f}–{row['ratio_ci95_high']:.3f}]"
-    return text
+    return f"{row['better'].upper()} faster" if row["significant"] and row["better"] else "unclear"
+
+
+def _ratio(row: dict) -> tuple[str, str]:
+    if row["ratio"] is None:
+        return "–", "–"
+    return fmt_unit(row["ratio"], "ratio") + "×", fmt_range(
+        row["ratio_ci95_low"], row["ratio_ci95_high"], "ratio"
+    )
+
+
+def _runs(out: Console, result: dict) -> None:
+    for side in ("a", "b"):
+        info = result[side]
+        engine = " ".join(str(v) for v in (info["engine"], info["engine_version"]) if v)
+        stack = " · ".join(str(v) for v in (info["model"], engine, info["hardware_label"]) if v)
+        say(out, str(info["run_id"]), style="bold", first=f"{side.upper()}  ", indent="    ")
+        say(out, stack, indent="    ")
+    if result["warnings"]:
+        say(out, "Before you read the numbers:", style="yellow")
+    for warning in result["warnings"]:
+        say(out, warning, style="yellow", first="  - ", indent="    ")
+
+
+def _differences(result: dict):
+    shared = len(result["shared_tasks"])
+    grid = table(f"Speed on the {shared} shared task{'s' if shared != 1 else ''}: B ÷ A")
+    grid.add_column("metric", no_wrap=True)
+    for header in ("A", "B", "B ÷ A", "95% CI", "p"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    grid.add_column("verdict", no_wrap=True)
+    rows = [(row["label"], row, _UNITS[row["metric"]]) for row in result["metrics"]]
+    if result["tasks"]:
+        rows.append(("decode tok/s by task:", None, ""))
+        rows += [(f"  {row['task_id']}", row, "tok/s") for row in result["tasks"]]
+    for label, row, unit in rows:
+        if row is None:
+            grid.add_row(label)
+            continue
+        ratio, interval = _ratio(row)
+        grid.add_row(
+            label,
+            _median(row["a"], unit),
+            _median(row["b"], unit),
+            ratio,
+            interval,
+            fmt_p(row["p_value"]),
+            _verdict(row),
+        )
+    return grid
+
+
+def _medians(result: dict):
+    grid = table("Each run's median, its 95% CI and samples")
+    grid.add_column("metric", no_wrap=True)
+    grid.add_column("run", no_wrap=True)
+    for header in ("median", "95% CI of the median", "n"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    for row in result["metrics"]:
+        unit = _UNITS[row["metric"]]
+        for side in ("a", "b"):
+            s = row[side]
+            grid.add_row(
+                row["label"] if side == "a" else "",
+                side.upper(),
+                _median(s, unit),
+                fmt_range(s["ci95_low"], s["ci95_high"], unit),
+                fmt_unit(s["n"], "n"),
+            )
+    return grid
+
+
+def _scores(result: dict):
+    grid = table("Scores (one per run)")
+    grid.add_column("score", no_wrap=True)
+    for header in ("A", "B", "B − A"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    for row in result["scores"]:
+        grid.add_row(
+            SCORE_LABELS.get(row["metric"], row["metric"]),
+            fmt_unit(row["a"], "score"),
+            fmt_unit(row["b"], "score"),
+            fmt_signed(row["delta"]),
+        )
+    return grid
 
 
 def render_compare(out: Console, result: dict) -> None:
-    for side in ("a", "b"):
-        info = result[side]
-        out.print(
-            escape(
-                f"{side.upper()}: {info['run_id']} ({info['model']}, {info['hardware_label']}, "
-                f"{info['engine']} {info['engine_version'] or ''})".replace(" )", ")")
-            ),
-            soft_wrap=True,
-        )
-    for warning in result["warnings"]:
-        out.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
-    shared = len(result["shared_tasks"])
-    table = Table(title=f"Speed on the {shared} shared task(s): median [95% CI of median], n")
-    for col in ("metric", "A", "B", "B/A [95% CI]", "Δ median", "p", "significant"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-    for row in result["metrics"] + result["tasks"]:
-        verdict = ("yes, " + row["better"].upper() + " better") if row["significant"] else "no"
-        table.add_row(
-            row["label"],
-            summary_cell(row["a"]),
-            summary_cell(row["b"]),
-            ratio_cell(row),
-            fmt(row["delta"]),
-            fmt(row["p_value"], 4),
-            verdict,
-        )
-    out.print(table)
-    scores = Table(title="Scores (one figure per run; speed-only runs have no quality)")
-    for col in ("score", "A", "B", "Δ"):
-        scores.add_column(col, justify="left" if col == "score" else "right")
-    for row in result["scores"]:
-        scores.add_row(row["metric"], fmt(row["a"], 2), fmt(row["b"], 2), fmt(row["delta"], 2))
-    out.print(scores)
-    out.print(f"[dim]Significance: {escape(result['method'])}.[/]", soft_wrap=True)
+    """Print a compare_bundles() result so that it fits the console's width."""
+    _runs(out, result)
+    out.print()
+    out.print(_differences(result))
+    out.print()
+    out.print(_medians(result))
+    out.print()
+    out.print(_scores(result))
+    out.print()
+    too_few = any(
+        side["n"] and side["median"] is None
+        for row in result["metrics"] + result["tasks"]
+        for side in (row["a"], row["b"])
+    )
+    if too_few:
+        say(out, f"{_TOO_FEW}: too few samples for a median.", style="dim")
+    say(
+        out,
+        "B ÷ A above 1: B is higher. Its 95% CI and p come from Welch's t-test on log values, "
+        "per task, combined over the shared tasks; a verdict needs p < 0.05. "
+        "Runs without quality suites have no quality, overall or value score.",
+        style="dim",
+    )

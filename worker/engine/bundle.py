@@ -158,8 +158,11 @@ def find_run(ref: str | None, home_runs: Path | None = None) -> Path:
     if len(matches) == 1:
         return matches[0] / RUN_FILE
     if not matches:
-        raise UsageError(f"no run matches {ref!r}", hint="`benchloop export` lists run ids.")
-    raise UsageError(f"{ref!r} matches {len(matches)} runs; give more of the id")
+        raise UsageError(f"no run matches {ref!r}", hint="`benchloop list` shows the run ids.")
+    raise UsageError(
+        f"{ref!r} matches {len(matches)} runs; give more of the id",
+        hint="`benchloop list` shows the run ids.",
+    )
 
 
 # ---------------------------------------------------------------- upload view

@@ -77,7 +77,9 @@ def test_python_dash_m_and_the_console_script_both_work(bench_home):
         text=True,
         check=False,
     )
-    assert done.returncode == 0 and done.stdout.strip() == f"benchloop {__version__}"
+    # Each version with its name: the CLI's, the benchmark's and the score schema's.
+    expected = f"benchloop CLI {__version__} · benchmark 4.0.0 · score schema 3.1.0"
+    assert done.returncode == 0 and done.stdout.strip() == expected
     script = Path(sys.executable).with_name("benchloop")
     if not script.exists():
         pytest.skip("console script not installed (pip install -e . --no-deps)")

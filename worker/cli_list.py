@@ -1,0 +1,182 @@
+"""`benchloop list`: the run bundles on this machine, newest first, with a short id for each."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from worker.cli_format import fit, say
+from worker.engine.bundle import RUN_FILE, list_runs, load_bundle
+from worker.engine.errors import UsageError
+from worker.engine.paths import runs_dir
+
+SUBMISSION_FILE = "submission.json"
+_HEADERS = ("id", "date (UTC)", "profile", "tasks", "status", "uploaded")
+_RIGHT = {"tasks"}
+# An id cell wider than this goes on a line of its own.
+_MAX_ID = 12
+
+
+def short_refs(names: list[str]) -> dict[str, str]:
+    """For each run folder, the shortest reference `find_run` resolves to it alone.
+
+    That is the id's random tail (``…-adb8f4``) when no folder is named it, none starts with
+    it and only this one contains it (find_run tries those three in that order), else the id.
+    """
+    refs = {}
+    for name in names:
+        tail = name.rsplit("-", 1)[-1]
+        unique = (
+            re.fullmatch(r"[0-9a-f]{6,}", tail)
+            and tail != name
+            and not any(other.startswith(tail) for other in names)
+            and sum(tail in other for other in names) == 1
+        )
+        refs[name] = tail if unique else name
+    return refs
+
+
+def _submission(folder: Path) -> dict | None:
+    path = folder / SUBMISSION_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _uploaded(record: dict | None) -> str:
+    """What the site answered when the run was sent: 'no' if it never was."""
+    if record is None:
+        return "no"
+    review = record.get("review")
+    if review in ("pending", "flagged"):
+        return "pending review"
+    if record.get("published"):
+        return "published"
+    return str(review) if isinstance(review, str) and review else "yes"
+
+
+def _date(timestamp: object) -> str:
+    try:
+        when = datetime.fromisoformat(str(timestamp))
+    except ValueError:
+        return "–"
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _stamp_from_name(name: str) -> str | None:
+    """The UTC time a run id starts with (``20261201-173609-…``), as ISO 8601."""
+    found = re.match(r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})", name)
+    if not found:
+        return None
+    year, month, day, hour, minute, second = found.groups()
+    return f"{year}-{month}-{day}T{hour}:{minute}:{second}+00:00"
+
+
+def _row(folder: Path, ref: str) -> dict:
+    row = {"id": folder.name, "ref": ref, "path": str(folder / RUN_FILE)}
+    record = _submission(folder)
+    row |= {"uploaded": record is not None, "site_answer": _uploaded(record)}
+    row["url"] = (record or {}).get("url")
+    try:
+        bundle = load_bundle(folder / RUN_FILE)
+    except UsageError as exc:
+        stamp = _stamp_from_name(folder.name)
+        error = exc.message.replace(str(folder / RUN_FILE), RUN_FILE)
+        return row | {"status": "unreadable", "error": error, "timestamp": stamp}
+    model, engine = bundle.get("model") or {}, bundle.get("engine") or {}
+    comparability = bundle.get("comparability") or {}
+    return row | {
+        "run_id": bundle.get("run_id"),
+        "timestamp": bundle.get("timestamp"),
+        "status": bundle.get("status") or "–",
+        "model": model.get("model_id"),
+        "quantization": model.get("quantization") or None,
+        "engine": engine.get("name"),
+        "engine_version": engine.get("version"),
+        "hardware_label": (bundle.get("machine") or {}).get("hardware_label"),
+        "profile": bundle.get("benchmark_profile") or bundle.get("requested_profile"),
+        # Bundles of the earlier CLI record no expected count: the tasks they hold, then.
+        "tasks_scored": comparability.get(
+            "tasks_scored",
+            sum(len(s.get("tasks") or []) for s in (bundle.get("suites") or {}).values()),
+        ),
+        "tasks_expected": comparability.get("tasks_expected"),
+        "comparable": bundle.get("comparable"),
+        "client_run_id": bundle.get("client_run_id"),
+    }
+
+
+def list_rows(home_runs: Path | None = None) -> list[dict]:
+    """Every run bundle under ``home_runs`` (default: this user's), newest first."""
+    folders = list_runs(home_runs)
+    refs = short_refs([f.name for f in folders])
+    rows = [_row(folder, refs[folder.name]) for folder in folders]
+    rows.sort(key=lambda r: (str(r.get("timestamp") or ""), r["id"]), reverse=True)
+    return rows
+
+
+def _cells(row: dict) -> tuple[str, ...]:
+    scored, expected = row.get("tasks_scored"), row.get("tasks_expected")
+    tasks = f"{scored} of {expected}" if scored is not None and expected else str(scored or "–")
+    return (
+        row["ref"],
+        _date(row.get("timestamp")),
+        str(row.get("profile") or "–"),
+        tasks,
+        str(row["status"]),
+        row["site_answer"],
+    )
+
+
+def _stack(row: dict) -> str:
+    if row["status"] == "unreadable":
+        return row["error"]
+    model = " ".join(str(v) for v in (row.get("model"), row.get("quantization")) if v)
+    engine = " ".join(str(v) for v in (row.get("engine"), row.get("engine_version")) if v)
+    return " · ".join(v for v in (model, engine, row.get("hardware_label")) if v) or "–"
+
+
+def _line(cells: tuple[str, ...], widths: list[int]) -> str:
+    parts = [
+        cell.rjust(width) if header in _RIGHT else cell.ljust(width)
+        for cell, width, header in zip(cells, widths, _HEADERS, strict=True)
+    ]
+    return "  ".join(parts).rstrip()
+
+
+def render_list(out: Console, rows: list[dict], folder: Path | None = None) -> None:
+    """Two lines a run: id, date, profile, tasks, status, upload; then model, engine, machine."""
+    # Paths are printed whole: cut or broken, they could not be pasted.
+    where = Text(f"bundles in {folder or runs_dir()}", style="dim")
+    if not rows:
+        say(out, "No runs yet. Start one with `benchloop run` (see `benchloop run --help`).")
+        out.print(where, soft_wrap=True)
+        return
+    cells = [_cells(row) for row in rows]
+    # A long id (no short one resolves to its run) gets a line of its own above its row.
+    shown = [("" if len(c[0]) > _MAX_ID else c[0], *c[1:]) for c in cells]
+    widths = [max([len(h)] + [len(r[i]) for r in shown]) for i, h in enumerate(_HEADERS)]
+    indent = " " * (widths[0] + 2)
+    plural = "s" if len(rows) != 1 else ""
+    say(out, f"{len(rows)} run{plural} on this machine, newest first", style="bold")
+    out.print(Text(_line(_HEADERS, widths), style="bold"), soft_wrap=True)
+    for row, full, short in zip(rows, cells, shown, strict=True):
+        if full[0] != short[0]:
+            out.print(Text(full[0]), soft_wrap=True)
+        out.print(Text(_line(short, widths)), soft_wrap=True)
+        for line in fit(_stack(row), out.width, indent=indent):
+            out.print(Text(line, style="dim"), soft_wrap=True)
+    say(out, "An id works wherever a run is asked for: `benchloop compare ID ID`,", style="dim")
+    say(out, "`benchloop submit ID`. Full ids and paths: `benchloop list --json`.", style="dim")
+    out.print(where, soft_wrap=True)

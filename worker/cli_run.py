@@ -1,0 +1,185 @@
+"""`benchloop run`'s text: the line before the run and the summary after it, at any width."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from worker.cli_format import (
+    SCORE_KEYS,
+    SCORE_LABELS,
+    bundle_versions,
+    fmt_unit,
+    say,
+    table,
+    versions,
+)
+
+# The run summary's columns: (key in speed_summary, header, unit).
+_SUMMARY_COLUMNS = (
+    ("decode_tps", "decode\ntok/s", "tok/s"),
+    ("prefill_tps", "prefill\ntok/s", "tok/s"),
+    ("ttft_ms", "TTFT\nms", "ms"),
+    ("server_decode_tps", "server decode\ntok/s", "tok/s"),
+)
+# Its rows after "trials" (the n of each): (key in each summary, label).
+_SUMMARY_ROWS = (
+    ("median", "median"),
+    ("ci95_low", "  95% CI, low"),
+    ("ci95_high", "  95% CI, high"),
+    ("mean", "mean"),
+    ("stdev", "stdev"),
+    ("p95", "95th percentile"),
+    ("peak", "best trial"),
+)
+
+
+def print_header(out: Console, prep) -> None:
+    """What is about to run: versions, server, model, scoring, profile and trials."""
+    info, config = prep.info, prep.config
+    task_count = sum(len(tasks) for tasks in prep.tasks.values())
+    scoring = "local" if prep.locality.scoring_local else "remote"
+    say(out, f"benchloop {versions()}", style="bold")
+    say(
+        out,
+        f"{info.kind} {info.engine.get('version', '')} · model {prep.model} · "
+        f"{scoring} scoring ({prep.locality.reason})",
+        indent="  ",
+    )
+    say(
+        out,
+        f"profile {prep.profile_name} · {task_count} tasks · {config.trials} trials per speed task",
+        indent="  ",
+    )
+
+
+def _speed_tasks(bundle: dict) -> Table | None:
+    speed = bundle["suites"].get("speed")
+    if not speed:
+        return None
+    trials = bundle.get("settings", {}).get("trials")
+    each = f"median of {trials} trials each" if trials else "medians over trials"
+    grid = table(f"Speed tasks ({each})")
+    grid.add_column("task", no_wrap=True)
+    headers = ("prompt\ntokens", "output\ntokens", "TTFT\nms", "prefill\ntok/s", "decode\ntok/s")
+    for header in (*headers, "server\ntok/s", "score"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    for task in speed["tasks"]:
+        metrics = task["metadata"].get("speed_metrics", {})
+        server = (task["metadata"].get("summary") or {}).get("server_decode_tps") or {}
+        grid.add_row(
+            task["task_id"],
+            fmt_unit(task["tokens_prompt"], "tokens"),
+            fmt_unit(task["tokens_generated"], "tokens"),
+            fmt_unit(metrics.get("ttft_ms"), "ms"),
+            fmt_unit(metrics.get("prompt_eval_tok_per_sec"), "tok/s"),
+            fmt_unit(metrics.get("generation_tok_per_sec"), "tok/s"),
+            fmt_unit(server.get("median"), "tok/s"),
+            "error" if task["error"] else fmt_unit(task["score"], "score"),
+        )
+    return grid
+
+
+def _quality_suites(bundle: dict) -> Table | None:
+    suites = {name: s for name, s in bundle["suites"].items() if name != "speed"}
+    if not suites:
+        return None
+    grid = table("Quality suites")
+    grid.add_column("suite", no_wrap=True)
+    for header in ("tasks passed", "score"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    for name, suite in suites.items():
+        passed = f"{suite.get('pass_count', 0)} of {suite.get('task_count', 0)}"
+        grid.add_row(name, passed, fmt_unit(suite.get("score"), "score"))
+    return grid
+
+
+def _speed_summary(bundle: dict) -> Table:
+    summary = bundle["speed_summary"]
+    n = summary["decode_tps"]["n"]
+    grid = table(f"Run summary (all {n} measured trials)")
+    grid.add_column("", no_wrap=True)
+    for _, header, _ in _SUMMARY_COLUMNS:
+        grid.add_column(header, justify="right", no_wrap=True)
+    grid.add_row("trials", *(fmt_unit(summary[k]["n"], "n") for k, _, _ in _SUMMARY_COLUMNS))
+    for row, label in _SUMMARY_ROWS:
+        cells = []
+        for key, _, unit in _SUMMARY_COLUMNS:
+            s = summary[key]
+            small = row in ("median", "ci95_low", "ci95_high") and s["n"] and s[row] is None
+            cells.append("n too small" if small else fmt_unit(s[row], unit))
+        grid.add_row(label, *cells)
+    return grid
+
+
+def _scores(bundle: dict) -> Table:
+    grid = table(f"Scores ({bundle['scoring_mode']} curve)")
+    for key in SCORE_KEYS:
+        grid.add_column(SCORE_LABELS[key], justify="right", no_wrap=True)
+    grid.add_row(*(fmt_unit(bundle.get(key), "score") for key in SCORE_KEYS))
+    return grid
+
+
+def _notes(out: Console, bundle: dict, path: str) -> None:
+    comparability = bundle["comparability"]
+    scored = f"{comparability['tasks_scored']} of {comparability['tasks_expected']} tasks scored"
+    ranked = "comparable" if bundle.get("comparable") else "not comparable"
+    say(out, f"status: {bundle['status']} · {scored} · {ranked}", style="bold")
+    for reason in comparability["reasons"]:
+        say(out, reason, indent="    ", first="  - ")
+    if bundle.get("error"):
+        say(out, bundle["error"]["message"], style="yellow", indent="  ")
+    if bundle.get("quality_score") is None:
+        say(out, "no quality suite ran: no quality, overall or value score", style="dim")
+    ratio = bundle["speed_summary"].get("decode_ratio_vs_server")
+    if ratio is not None:
+        say(out, f"decode rate ÷ the server's own: {fmt_unit(ratio, 'ratio')}", style="dim")
+    contention = bundle["contention"]
+    why = "; ".join(contention["reasons"]) or contention["gpu"].get("note", "")
+    say(out, f"contention: {contention['status']}" + (f" ({why})" if why else ""), style="dim")
+    say(out, f"measured with {bundle_versions(bundle)}", style="dim")
+    # A path is printed whole: cut or broken, it could not be pasted.
+    line = f"bundle: {path}"
+    out.print(Text(line if len(line) <= out.width else f"bundle:\n{path}"), soft_wrap=True)
+
+
+def render_run(out: Console, bundle: dict, path: str) -> None:
+    """The summary printed after a run, from its bundle alone."""
+    for part in (_speed_tasks(bundle), _quality_suites(bundle)):
+        if part is not None:
+            out.print(part)
+            out.print()
+    if bundle["suites"].get("speed"):
+        out.print(_speed_summary(bundle))
+        out.print()
+    out.print(_scores(bundle))
+    out.print()
+    _notes(out, bundle, path)
+
+
+def run_summary(outcome) -> dict:
+    """`benchloop run --json`: what the run measured, where its bundle is, which versions."""
+    bundle = outcome.bundle
+    return {
+        "ok": outcome.status == "complete",
+        "status": outcome.status,
+        "run_id": bundle["run_id"],
+        "client_run_id": bundle["client_run_id"],
+        "path": str(outcome.path),
+        "model": bundle["model"],
+        "engine": bundle["engine"],
+        "scoring_mode": bundle["scoring_mode"],
+        "hardware_label": bundle["machine"]["hardware_label"],
+        "versions": {
+            "cli": bundle.get("version"),
+            "benchmark": bundle.get("benchmark_version"),
+            "score_schema": bundle.get("score_schema_version"),
+        },
+        "scores": {k: bundle[k] for k in SCORE_KEYS},
+        "comparability": bundle["comparability"],
+        "contention": bundle["contention"],
+        "speed_summary": bundle["speed_summary"],
+        "speed_metrics": bundle["speed_metrics"],
+        "error": bundle.get("error"),
+    }

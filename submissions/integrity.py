@@ -62,10 +62,12 @@ NO_CEILING = "no ceiling known"
 
 @dataclass(frozen=True)
 class Check:
-    """One line of a speed check's arithmetic, and whether it flags the run."""
+    """One line of a speed check's arithmetic, and whether it flags the run; `compared` is
+    False for a line that says why nothing could be compared (too few peers, no peak figure)."""
 
     text: str
     flagged: bool
+    compared: bool = True
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,7 @@ def physics_checks(
                 f"prefill {_tps(claim.prefill_tps)} tok/s not checked: no peak throughput is "
                 f"known for {found.source.label}",
                 flagged=False,
+                compared=False,
             )
         )
     return checks
@@ -261,6 +264,7 @@ def peer_checks(
                     f"{label}: {len(values)} approved peer{'s' if len(values) != 1 else ''} on "
                     f"{hardware_label}, {MIN_PEERS} needed for a comparison",
                     flagged=False,
+                    compared=False,
                 )
             )
             continue

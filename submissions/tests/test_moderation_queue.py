@@ -271,7 +271,10 @@ def test_too_few_peers_and_remote_runs_say_why_there_is_no_comparison(
     remote = _upload(_remote_run(fixtures_dir), alice_key)["id"]
     html = bob_client.get("/moderation/").content.decode()
     evidence = _section(_card(html, lonely), "evidence")
-    assert "decode speed: 0 approved peers on RTX 4090 24 GB, 3 needed for a comparison" in evidence
+    assert (
+        '<span class="mark">n/a:</span> decode speed: 0 approved peers on RTX 4090 24 GB, '
+        "3 needed for a comparison"
+    ) in evidence
     evidence = _section(_card(html, remote), "evidence")
     assert "remote endpoint: no machine was seen, so no ceiling and no hardware peers" in evidence
 

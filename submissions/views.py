@@ -19,6 +19,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from benchloop_site.formlimits import limit_posts, seconds_to_wait, too_many_requests
@@ -278,6 +279,10 @@ QUEUE_STATUSES = [
 ]
 
 
+# The full page and its #queue fragment share a URL (a decision made with htmx lands on it):
+# neither may be stored, or Back could show the fragment alone.
+@never_cache
+@vary_on_headers("HX-Request")
 @require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)

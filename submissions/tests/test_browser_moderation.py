@@ -129,6 +129,9 @@ def test_a_moderator_opens_a_run_trusts_its_submitter_and_approves_in_bulk(
         page.set_viewport_size(viewport)
         assert _no_page_overflow(page), f"the queue overflows at {width} px"
         page.screenshot(path=str(SHOTS / f"queue-{width}.png"), full_page=True)
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(SHOTS / "queue-390-dark.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
     page.set_viewport_size(WIDE)
 
     # Trust alice from her row: a confirmation page, then back to the queue with a message.

@@ -362,6 +362,9 @@ def test_bulk_approve_with_htmx_answers_with_the_queue_fragment(
     html = response.content.decode()
     assert response.status_code == 200
     assert html.lstrip().startswith('<div id="queue">') and "<html" not in html
+    # The fragment shares the page's URL: it is never stored, and caches tell the two apart.
+    assert "HX-Request" in response.headers["Vary"]
+    assert "no-store" in response.headers["Cache-Control"]
     assert "2 submission(s) now approved." in html and "The queue is clear." in html
     assert Run.objects.filter(published=True).count() == 2
 

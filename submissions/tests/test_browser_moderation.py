@@ -1,7 +1,8 @@
 """A moderator in headless Chromium: opens a run from the queue, trusts its submitter and
 decides in bulk, with JavaScript (htmx swaps the queue) and without it.
 
-Screenshots of the queue at 1280 and 390 px go to $MOD18_SHOTS (default /tmp/mod18-shots/).
+Screenshots of the queue at 1280 and 390 px go to bench/out/screenshots/moderation/, or to
+$MODERATION_SCREENSHOTS when set.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from submissions.tests.conftest import post_json
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 pytestmark = pytest.mark.browser
-SHOTS = Path(os.environ.get("MOD18_SHOTS", "/tmp/mod18-shots"))
+SHOTS = Path(
+    os.environ.get(
+        "MODERATION_SCREENSHOTS",
+        Path(__file__).resolve().parents[2] / "bench" / "out" / "screenshots" / "moderation",
+    )
+)
 WIDE = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 PASSWORD = "moderating all day"  # bob's, in the root conftest

@@ -61,6 +61,16 @@ NO_CEILING = "no ceiling known"
 
 
 @dataclass(frozen=True)
+class Check:
+    """One line of a speed check's arithmetic, and whether it flags the run; `compared` is
+    False for a line that says why nothing could be compared (too few peers, no peak figure)."""
+
+    text: str
+    flagged: bool
+    compared: bool = True
+
+
+@dataclass(frozen=True)
 class Claim:
     """The speeds a run claims (medians)."""
 
@@ -129,37 +139,65 @@ def ceilings_for(
 def physics(claim: Claim, *, stack: Stack, hardware: Hardware, catalog: Catalog) -> list[str]:
     """Flags for claims above the roofline, each with its arithmetic; "no ceiling known" when
     the machine or the model is not known (the run waits for a moderator, it is not refused)."""
+    checks = physics_checks(claim, stack=stack, hardware=hardware, catalog=catalog)
+    return [check.text for check in checks if check.flagged]
+
+
+def physics_checks(
+    claim: Claim, *, stack: Stack, hardware: Hardware, catalog: Catalog
+) -> list[Check]:
+    """The roofline arithmetic for each claimed speed, whether or not it flags the run: what
+    the moderation queue shows (a flagged line reads exactly as the flag `physics` raises)."""
     if claim.decode_tps is None and claim.prefill_tps is None:
         return []
     found = ceilings_for(stack, hardware, catalog)
     if isinstance(found, roofline.Unknown):
         advice = "; a moderator can add it from the queue" if found.hardware_name else ""
-        return [f"{NO_CEILING}: {found.reason}{advice}"]
+        return [Check(f"{NO_CEILING}: {found.reason}{advice}", flagged=True)]
     margin, why = CEILING_MARGIN, ""
     if stack.draft_model:
         margin, why = (
             SPECULATIVE_MARGIN,
             f", speculative decoding declared (draft {stack.draft_model})",
         )
-    reasons = []
-    if claim.decode_tps is not None and claim.decode_tps > margin * found.decode_tps:
-        reasons.append(
-            f"decode {_tps(claim.decode_tps)} tok/s > ceiling {_tps(found.decode_tps)} tok/s = "
-            f"{roofline.figure(found.source.bandwidth_gbps)} GB/s ÷ {_gb(found.active_gb)} GB "
-            f"active weights ({_machine(found, 'bandwidth_gbps')}; {_weights(found)}; "
-            f"flagged above {margin:g}× the ceiling{why})"
+    checks = []
+    if claim.decode_tps is not None:
+        over = claim.decode_tps > margin * found.decode_tps
+        checks.append(
+            Check(
+                f"decode {_tps(claim.decode_tps)} tok/s {'>' if over else '≤'} ceiling "
+                f"{_tps(found.decode_tps)} tok/s = "
+                f"{roofline.figure(found.source.bandwidth_gbps)} GB/s ÷ {_gb(found.active_gb)} GB "
+                f"active weights ({_machine(found, 'bandwidth_gbps')}; {_weights(found)}; "
+                f"flagged above {margin:g}× the ceiling{why})",
+                flagged=over,
+            )
         )
     prefill = found.prefill_tps
-    if claim.prefill_tps is not None and prefill and claim.prefill_tps > CEILING_MARGIN * prefill:
+    if claim.prefill_tps is not None and prefill:
+        over = claim.prefill_tps > CEILING_MARGIN * prefill
         peak, unit = found.peak
         count = f"{found.source.count} × " if found.source.count > 1 else ""
-        reasons.append(
-            f"prefill {_tps(claim.prefill_tps)} tok/s > ceiling {_tps(prefill)} tok/s = "
-            f"{count}{roofline.figure(peak)} {unit} ÷ (2 × {found.weights.active_b:g}B active "
-            f"params) ({_machine(found, 'fp16_tflops')}; flagged above {CEILING_MARGIN:g}× "
-            "the ceiling)"
+        checks.append(
+            Check(
+                f"prefill {_tps(claim.prefill_tps)} tok/s {'>' if over else '≤'} ceiling "
+                f"{_tps(prefill)} tok/s = {count}{roofline.figure(peak)} {unit} ÷ "
+                f"(2 × {found.weights.active_b:g}B active params) "
+                f"({_machine(found, 'fp16_tflops')}; flagged above {CEILING_MARGIN:g}× "
+                "the ceiling)",
+                flagged=over,
+            )
         )
-    return reasons
+    elif claim.prefill_tps is not None:
+        checks.append(
+            Check(
+                f"prefill {_tps(claim.prefill_tps)} tok/s not checked: no peak throughput is "
+                f"known for {found.source.label}",
+                flagged=False,
+                compared=False,
+            )
+        )
+    return checks
 
 
 def within_ceiling_note(claim: Claim, found: roofline.Ceilings) -> str:
@@ -205,11 +243,30 @@ def against_peers(
     claim: Claim, peers: list[tuple[float | None, ...]], *, hardware_label: str
 ) -> list[str]:
     """Robust z-score (median and MAD) against the peers' medians, metric by metric."""
-    reasons = []
+    checks = peer_checks(claim, peers, hardware_label=hardware_label)
+    return [check.text for check in checks if check.flagged]
+
+
+def peer_checks(
+    claim: Claim, peers: list[tuple[float | None, ...]], *, hardware_label: str
+) -> list[Check]:
+    """Each claimed speed against its peers, whether or not it flags the run (a flagged line
+    reads exactly as the flag `against_peers` raises); too few peers say so."""
+    checks = []
     for index, (_field, label, unit) in enumerate(PEER_METRICS):
         value = claim.values()[index]
         values = [row[index] for row in peers if row[index] is not None]
-        if value is None or len(values) < MIN_PEERS:
+        if value is None:
+            continue
+        if len(values) < MIN_PEERS:
+            checks.append(
+                Check(
+                    f"{label}: {len(values)} approved peer{'s' if len(values) != 1 else ''} on "
+                    f"{hardware_label}, {MIN_PEERS} needed for a comparison",
+                    flagged=False,
+                    compared=False,
+                )
+            )
             continue
         median = statistics.median(values)
         mad = statistics.median(abs(v - median) for v in values)
@@ -219,13 +276,15 @@ def against_peers(
         if scale <= 0:
             continue
         z = (value - median) / scale
-        if abs(z) > ROBUST_Z_LIMIT:
-            ratio = value / median if median else float("inf")
-            reasons.append(
+        ratio = value / median if median else float("inf")
+        checks.append(
+            Check(
                 f"{label} {value:,.1f} {unit} is {ratio:.1f}× the median of {len(values)} "
-                f"approved peers on {hardware_label} ({median:,.1f} {unit}; robust z = {z:+.1f})"
+                f"approved peers on {hardware_label} ({median:,.1f} {unit}; robust z = {z:+.1f})",
+                flagged=abs(z) > ROBUST_Z_LIMIT,
             )
-    return reasons
+        )
+    return checks
 
 
 def hardware_class(hardware: Hardware) -> str:

@@ -423,11 +423,21 @@ def delete_run(*, submission: Submission) -> None:
 
 
 def set_trusted(*, user: User, trusted: bool, moderator: User) -> SubmitterProfile:
-    profile, _ = SubmitterProfile.objects.get_or_create(user=user)
-    profile.is_trusted = trusted
-    profile.trusted_by = moderator if trusted else None
-    profile.trusted_at = timezone.now() if trusted else None
-    profile.save(update_fields=["is_trusted", "trusted_by", "trusted_at"])
+    """Trust a submitter (their clean uploads skip the queue) or stop trusting them.
+
+    Moderators only, whoever calls, and never for themselves: raises PermissionDenied.
+    Runs already waiting keep waiting for a decision.
+    """
+    if not is_moderator(moderator):
+        raise PermissionDenied("Only moderators can trust submitters.")
+    if user.pk == moderator.pk:
+        raise PermissionDenied("Moderators do not vouch for themselves.")
+    with transaction.atomic():
+        profile, _ = SubmitterProfile.objects.select_for_update().get_or_create(user=user)
+        profile.is_trusted = trusted
+        profile.trusted_by = moderator if trusted else None
+        profile.trusted_at = timezone.now() if trusted else None
+        profile.save(update_fields=["is_trusted", "trusted_by", "trusted_at"])
     return profile
 
 

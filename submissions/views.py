@@ -19,12 +19,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
 
 from benchloop_site.formlimits import limit_posts, seconds_to_wait, too_many_requests
-from runs import roofline
-from runs.accelerators import Catalog
 from runs.models import Hardware, Run
-from submissions import accelerators, accounts, integrity, services, signin
+from submissions import accelerators, accounts, services, signin
+from submissions import queue as moderation_queue
 from submissions.access import MODERATE_PERMISSION
 from submissions.forms import (
     AcceleratorForm,
@@ -38,12 +39,14 @@ from submissions.models import (
     ApiKey,
     Channel,
     ModerationDecision,
-    RunReport,
     Status,
     Submission,
     SubmitterProfile,
-    UploadAttempt,
 )
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
 
 
 @sensitive_post_parameters("password1", "password2")
@@ -276,15 +279,25 @@ QUEUE_STATUSES = [
 ]
 
 
+# The full page and its #queue fragment share a URL (a decision made with htmx lands on it):
+# neither may be stored, or Back could show the fragment alone.
+@never_cache
+@vary_on_headers("HX-Request")
 @require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: HtmxHttpRequest) -> HttpResponse:
+    """Waiting runs with the evidence a decision needs; `?select=all` ticks every box, so a
+    whole page can be decided without JavaScript. An htmx request gets the #queue partial."""
     status = request.GET.get("status", "waiting")
     channel = request.GET.get("channel", "")
-    submissions = Submission.objects.select_related(
-        "run__stack", "run__hardware", "submitter"
-    ).order_by("created_at")
+    submissions = (
+        Submission.objects.select_related(
+            "run__stack", "run__hardware", "submitter__submitter_profile"
+        )
+        .defer("run__raw_payload")
+        .order_by("created_at", "pk")
+    )
     if status == "waiting":
         submissions = submissions.needing_a_moderator()
     elif status == "reported":
@@ -294,131 +307,71 @@ def queue(request: HttpRequest) -> HttpResponse:
     if channel in Channel.values:
         submissions = submissions.filter(channel=channel)
     page = Paginator(submissions, 25).get_page(request.GET.get("page"))
-    rows = list(page.object_list)
-    peers = _peer_medians([s.run for s in rows])
-    attempts = dict(
-        UploadAttempt.objects.filter(stack_id__in={s.run.stack_id for s in rows})
-        .values_list("stack_id")
-        .annotate(n=Count("id"))
+    rows = moderation_queue.items(
+        list(page.object_list),
+        viewer=request.user,
+        select_all=request.GET.get("select") == "all",
     )
-    reports: dict[int, list[RunReport]] = {}
-    for item in (
-        RunReport.objects.open()
-        .filter(run_id__in=[s.run_id for s in rows])
-        .select_related("reporter")
-        .order_by("created_at")
-    ):
-        reports.setdefault(item.run_id, []).append(item)
-    catalog = integrity.current_catalog()
-    for s in rows:
-        s.open_reports = reports.get(s.run_id, [])
-        # Nobody moderates their own runs: the row shows it and offers no action.
-        s.is_own = s.submitter_id == request.user.pk
-        s.missing_hardware = _missing_hardware(s, catalog)
+    # Where a decision returns to: this view, its selection cleared.
+    query = request.GET.copy()
+    query.pop("select", None)
+    template = "submissions/queue.html"
+    if request.htmx:
+        template += "#queue"
     return render(
         request,
-        "submissions/queue.html",
+        template,
         {
             "page": page,
-            "rows": [
-                (
-                    s,
-                    peers.get(_peer_key(s.run.stack_id, s.run.hardware)),
-                    attempts.get(s.run.stack_id, 0),
-                )
-                for s in rows
-            ],
-            "any_actionable": any(not s.is_own for s in rows),
+            "rows": rows,
+            "any_actionable": any(not item.is_own for item in rows),
+            "return_path": f"{request.path}?{query.urlencode()}" if query else request.path,
             "status": status,
             "channel": channel,
             "statuses": QUEUE_STATUSES,
             "channels": Channel.choices,
-            "form": DecisionForm(queryset=Submission.objects.none()),
         },
     )
-
-
-def _missing_hardware(submission: Submission, catalog: Catalog) -> str:
-    """The machine name to add when this run waits for a ceiling because of its hardware."""
-    run = submission.run
-    if run.hardware is None or not any(
-        reason.startswith(integrity.NO_CEILING) for reason in submission.flag_reasons
-    ):
-        return ""
-    found = integrity.ceilings_for(run.stack, run.hardware, catalog)
-    return found.hardware_name if isinstance(found, roofline.Unknown) else ""
-
-
-def _peer_key(stack_id: int, hardware: Hardware | None) -> tuple:
-    """Peers are runs of the same stack on the same hardware class (integrity's rule)."""
-    if hardware is None:
-        return (stack_id, None)
-    return (stack_id, integrity.hardware_class(hardware))
-
-
-def _peer_medians(runs: list[Run]) -> dict[tuple, dict]:
-    """Approved runs of the same stacks on the same hardware class, for side-by-side evidence
-    (one query): a median over other machines would say nothing about this one."""
-    import statistics
-
-    values: dict[tuple, list] = {}
-    for stack_id, hardware_id, gpu, count, cpu, decode, ttft in (
-        Run.objects.published()
-        .filter(stack_id__in={r.stack_id for r in runs})
-        .values_list(
-            "stack_id",
-            "hardware_id",
-            "hardware__gpu_model",
-            "hardware__gpu_count",
-            "hardware__cpu_model",
-            "decode_tps_median",
-            "ttft_ms_median",
-        )
-    ):
-        machine = Hardware(gpu_model=gpu, gpu_count=count, cpu_model=cpu) if hardware_id else None
-        values.setdefault(_peer_key(stack_id, machine), []).append((decode, ttft))
-    result = {}
-    for stack_id, pairs in values.items():
-        decodes = [d for d, _ in pairs if d is not None]
-        ttfts = [t for _, t in pairs if t is not None]
-        result[stack_id] = {
-            "n": len(pairs),
-            "decode": statistics.median(decodes) if decodes else None,
-            "ttft": statistics.median(ttfts) if ttfts else None,
-        }
-    return result
 
 
 @require_POST
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
 def decide(request: HttpRequest) -> HttpResponse:
+    """One decision for every ticked run (the form posts checkboxes named "submissions")."""
+    back = _safe_next(request, "submissions:queue")
     form = DecisionForm(request.POST, queryset=Submission.objects.all())
     if not form.is_valid():
-        for field, errors in form.errors.items():
-            messages.error(request, f"{field}: {' '.join(errors)}")
-        return redirect("submissions:queue")
+        if "submissions" in form.errors:
+            messages.error(request, "Tick at least one run: nothing was decided.")
+        if "reason" in form.errors:
+            messages.error(request, f"Nothing was decided. {' '.join(form.errors['reason'])}")
+        if "status" in form.errors:
+            messages.error(request, "Choose approve, reject or flag: nothing was decided.")
+        return redirect(back)
     chosen = form.cleaned_data["submissions"]
+    status = form.cleaned_data["status"]
     own = [s for s in chosen if s.submitter_id == request.user.pk]
+    decided = 0
     for submission in chosen:
         if submission in own:
             continue
         services.moderate_submission(
             submission=submission,
-            status=form.cleaned_data["status"],
+            status=status,
             moderator=request.user,
             reason=form.cleaned_data["reason"],
         )
+        decided += 1
     if own:
         messages.error(
             request,
             f"{len(own)} of them are your own runs: another moderator has to decide on those.",
         )
-    messages.success(
-        request,
-        f"{len(chosen) - len(own)} submission(s) now {form.cleaned_data['status']}.",
-    )
-    return redirect(_safe_next(request, "submissions:queue"))
+    if decided:
+        # The wording leaderboard/tests/test_journey.py waits for.
+        messages.success(request, f"{decided} submission(s) now {status}.")
+    return redirect(back)
 
 
 @require_safe
@@ -432,19 +385,108 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     return render(request, "submissions/log.html", {"page": page})
 
 
-@require_POST
+@require_safe
+@login_required
+@permission_required(MODERATE_PERMISSION, raise_exception=True)
+def submitters(request: HttpRequest) -> HttpResponse:
+    """Accounts that have uploaded, with their record and trust, to trust or untrust."""
+    accounts = User.objects.filter(submissions__isnull=False).distinct()
+    search = request.GET.get("q", "").strip()[:150]
+    if search:
+        accounts = accounts.filter(username__icontains=search)
+    if request.GET.get("trusted") in ("0", "1"):
+        trusted = request.GET["trusted"] == "1"
+        accounts = (
+            accounts.filter(submitter_profile__is_trusted=True)
+            if trusted
+            else accounts.exclude(submitter_profile__is_trusted=True)
+        )
+    ids = Paginator(accounts.order_by("username").values_list("pk", flat=True), 50)
+    page = ids.get_page(request.GET.get("page"))
+    people = (
+        User.objects.filter(pk__in=list(page.object_list))
+        .select_related("submitter_profile")
+        .annotate(**_status_counts("submissions__status"))
+        .order_by("username")
+    )
+    return render(
+        request,
+        "submissions/submitters.html",
+        {
+            "page": page,
+            "people": people,
+            "q": search,
+            "trusted": request.GET.get("trusted", ""),
+            "return_path": request.get_full_path(),
+        },
+    )
+
+
+def _status_counts(lookup: str) -> dict:
+    counts = {
+        status: Count("submissions", filter=Q(**{lookup: status}), distinct=True)
+        for status in moderation_queue.HISTORY_STATUSES
+    }
+    return {"uploads": Count("submissions", distinct=True), **counts}
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
 def trust(request: HttpRequest, user_id: int) -> HttpResponse:
-    user = get_object_or_404(User, pk=user_id)
+    """GET: the submitter's record and a button to trust (or stop trusting) them; POST does it.
+    A trusted submitter's clean uploads are approved at once; flagged ones still wait."""
+    user = get_object_or_404(
+        User.objects.select_related("submitter_profile").annotate(
+            **_status_counts("submissions__status")
+        ),
+        pk=user_id,
+    )
     if user == request.user:
         raise Http404  # moderators do not vouch for themselves
-    trusted = request.POST.get("trusted") == "1"
-    services.set_trusted(user=user, trusted=trusted, moderator=request.user)
-    messages.success(
-        request, f"{user.get_username()} is now {'trusted' if trusted else 'untrusted'}."
+    if request.method == "POST":
+        trusted = request.POST.get("trusted") == "1"
+        services.set_trusted(user=user, trusted=trusted, moderator=request.user)
+        waiting = user.pending + user.flagged
+        if trusted:
+            text = (
+                f"{user.get_username()} is now trusted: their next clean uploads are approved "
+                "without waiting (flagged ones still wait for a moderator)."
+            )
+            if waiting:
+                text += (
+                    f" Their {waiting} waiting run{'s' if waiting != 1 else ''} still "
+                    f"need{'s' if waiting == 1 else ''} a decision."
+                )
+        else:
+            text = (
+                f"{user.get_username()} is no longer trusted: their uploads wait for a "
+                "moderator again."
+            )
+        messages.success(request, text)
+        return redirect(_safe_next(request, "submissions:queue"))
+    profile = getattr(user, "submitter_profile", None)
+    recent = (
+        Submission.objects.filter(submitter=user)
+        .select_related("run__stack", "run__hardware")
+        .defer("run__raw_payload")
+        .order_by("-created_at")[:10]
     )
-    return redirect(_safe_next(request, "submissions:queue"))
+    back = request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = ""
+    return render(
+        request,
+        "submissions/trust.html",
+        {
+            "person": user,
+            "profile": profile,
+            "trusted": bool(profile and profile.is_trusted),
+            "recent": recent,
+            "next": back,
+        },
+    )
 
 
 @never_cache

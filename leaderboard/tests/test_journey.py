@@ -107,7 +107,8 @@ def approve_in_the_queue(site: Install, model: str) -> None:
     moderator.sign_in(ADMIN, ADMIN_PASSWORD)
     queue = moderator.get("/moderation/")
     assert queue.status_code == 200
-    rows = [row for row in queue.text.split("<tr") if model in row and MEMBER in row]
+    rows = [row for row in queue.text.split('<li class="mod-item') if model in row]
+    rows = [row for row in rows if MEMBER in row]
     assert len(rows) == 1, queue.text[-3000:]
     submission = re.search(r'name="submissions" value="(\d+)"', rows[0]).group(1)
     decided = moderator.submit(

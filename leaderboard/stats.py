@@ -11,7 +11,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from worker.engine.stats import betainc, percentile
+from worker.engine import stats as engine_stats
+from worker.engine.stats import percentile
 
 ALPHA = 0.05
 
@@ -53,13 +54,6 @@ def box(values: Iterable[float | None]) -> Box | None:
     )
 
 
-def two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with df degrees of freedom."""
-    if math.isinf(t):
-        return 0.0
-    return betainc(df / 2.0, 0.5, df / (df + t * t))
-
-
 @dataclass(frozen=True)
 class NoiseTest:
     """Welch's t-test of B against A on decode tok/s."""
@@ -87,19 +81,13 @@ class NoiseTest:
 def welch(
     mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float, n_b: int, *, basis: str
 ) -> NoiseTest | None:
-    """Welch's test from two summaries; None when either side has fewer than two values."""
-    if n_a < 2 or n_b < 2:
+    """worker.engine.stats.welch as a NoiseTest; None when either side has under two values."""
+    found = engine_stats.welch(mean_a, sd_a, n_a, mean_b, sd_b, n_b)
+    if found is None:
         return None
-    var_a, var_b = sd_a**2 / n_a, sd_b**2 / n_b
-    if var_a + var_b == 0:
-        same = mean_a == mean_b
-        t = 0.0 if same else math.inf
-        return NoiseTest(mean_a, mean_b, n_a, n_b, t, n_a + n_b - 2, 1.0 if same else 0.0, basis)
-    t = (mean_b - mean_a) / math.sqrt(var_a + var_b)
-    df = (var_a + var_b) ** 2 / (
-        (var_a**2 / (n_a - 1) if var_a else 0.0) + (var_b**2 / (n_b - 1) if var_b else 0.0)
+    return NoiseTest(
+        mean_a, mean_b, n_a, n_b, found["t"], found["df"], found["p_value"], basis=basis
     )
-    return NoiseTest(mean_a, mean_b, n_a, n_b, t, df, two_sided_p(t, df), basis)
 
 
 def welch_samples(a: Sequence[float], b: Sequence[float], *, basis: str) -> NoiseTest | None:

@@ -8,11 +8,12 @@ import pytest
 
 from leaderboard import charts, stats
 from runs import public
+from worker.engine.stats import two_sided_p
 
 
 def test_welch_matches_known_values() -> None:
     # t = 2 with 10 degrees of freedom: two-sided p = 0.0734 (tables).
-    assert stats.two_sided_p(2.0, 10) == pytest.approx(0.07339, abs=1e-4)
+    assert two_sided_p(2.0, 10) == pytest.approx(0.07339, abs=1e-4)
     test = stats.welch(100, 5, 10, 110, 5, 10, basis="runs")
     assert test.t == pytest.approx(4.472, abs=1e-3) and test.df == pytest.approx(18)
     assert test.significant and test.change_percent == pytest.approx(10.0)

@@ -15,7 +15,7 @@ from runs.importers.records import (
     TaskRecord,
     load_json,
 )
-from runs.stats import summarise
+from worker.engine.stats import summarize
 
 
 def parse_leaderboard_v2(node: Node) -> list[RunRecord]:
@@ -198,8 +198,8 @@ def parse_speed_jsonl(text: str, *, model_id: str = "") -> list[RunRecord]:
             )
             task.finish_reason = run.get("finish_reason", required=False).str()
         samples = [s for task in tasks.values() for s in task.samples]
-        decode = summarise(s.decode_tps for s in samples)
-        prefill = summarise(s.prefill_tps for s in samples)
+        decode = summarize(s.decode_tps for s in samples)
+        prefill = summarize(s.prefill_tps for s in samples)
         started = summary.get("started_utc").timestamp()
         records.append(
             RunRecord(

@@ -16,7 +16,7 @@ from runs.importers.records import (
 )
 from worker.engine.comparability import reasons_for_bundle
 from worker.engine.scoring import is_speed_only
-from worker.engine.stats import MIN_MEDIAN_N, median_interval
+from worker.engine.stats import MIN_MEDIAN_N, summarize
 
 MAX_OUTPUT = 20_000
 MAX_SETTINGS = 60
@@ -296,8 +296,6 @@ _SUMMARY_FIELDS = {"decode_tps": "decode_tps", "prefill_tps": "prefill_tps", "tt
 
 def _apply_speed(record: RunRecord, node: Node) -> None:
     """Run-level speed: our bundle's summary, else recomputed from trials, else the file's own."""
-    from runs.stats import summarise
-
     summary = node.get("speed_summary", required=False)
     if summary.value is not None:
         for metric in _SUMMARY_FIELDS:
@@ -325,9 +323,8 @@ def _apply_speed(record: RunRecord, node: Node) -> None:
         for metric in _SUMMARY_FIELDS:
             values = [getattr(s, metric) for s in samples]
             values = [v for v in values if v]  # the old CLIs wrote 0 for "not measured"
-            stats = summarise(values, lower_is_better=metric == "ttft_ms")
-            # Two values have no median to rank on (worker.engine.stats.MIN_MEDIAN_N).
-            stats["median"] = median_interval(values)["median"]
+            # Below MIN_MEDIAN_N values there is no median to rank on (summarize says None).
+            stats = summarize(values, higher_is_better=metric != "ttft_ms")
             for stat in ("median", "mean", "stdev", "p5", "p95", "peak"):
                 record.speed[f"{metric}_{stat}"] = stats[stat]
         record.speed_sample_count = len(samples)

@@ -135,21 +135,42 @@ def summarize(values: Iterable[float | None], *, higher_is_better: bool = True) 
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
 
 
-def welch_test(a: Sequence[float], b: Sequence[float]) -> dict | None:
-    """Welch's unequal-variance t-test, two-sided; ``None`` with under two samples a side."""
-    if len(a) < 2 or len(b) < 2:
+def two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def welch(
+    mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float, n_b: int
+) -> dict | None:
+    """Welch's unequal-variance t-test of B against A, two-sided, from each side's mean,
+    sample standard deviation and count (a page may hold only summaries); ``None`` with under
+    two values a side. The one Welch test: the CLI, the engine and the site's pages call it."""
+    if n_a < 2 or n_b < 2:
         return None
-    ma, mb = mean(a), mean(b)
-    va, vb = stdev(a) ** 2 / len(a), stdev(b) ** 2 / len(b)
-    if va + vb == 0:
-        p = 1.0 if ma == mb else 0.0
-        return {"t": 0.0 if ma == mb else math.inf, "df": len(a) + len(b) - 2, "p_value": p}
-    t = (mb - ma) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (
-        (va**2 / (len(a) - 1) if va else 0.0) + (vb**2 / (len(b) - 1) if vb else 0.0)
+    var_a, var_b = sd_a**2 / n_a, sd_b**2 / n_b
+    if var_a + var_b == 0:
+        same = mean_a == mean_b
+        return {"t": 0.0 if same else math.inf, "df": n_a + n_b - 2, "p_value": float(same)}
+    t = (mean_b - mean_a) / math.sqrt(var_a + var_b)
+    df = (var_a + var_b) ** 2 / (
+        (var_a**2 / (n_a - 1) if var_a else 0.0) + (var_b**2 / (n_b - 1) if var_b else 0.0)
     )
-    p = 2.0 * (1.0 - t_cdf(abs(t), df))
-    return {"t": round(t, 4), "df": round(df, 2), "p_value": round(max(p, 0.0), 6)}
+    return {"t": t, "df": df, "p_value": two_sided_p(t, df)}
+
+
+def welch_test(a: Sequence[float], b: Sequence[float]) -> dict | None:
+    """``welch`` on two samples, rounded for a bundle or the CLI."""
+    found = welch(mean(a), stdev(a), len(a), mean(b), stdev(b), len(b)) if a and b else None
+    if found is None:
+        return None
+    return {
+        "t": round(found["t"], 4),
+        "df": round(found["df"], 2),
+        "p_value": round(max(found["p_value"], 0.0), 6),
+    }
 
 
 # A median (and its interval) needs at least this many values; below it pages say "n too small".

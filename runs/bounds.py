@@ -114,55 +114,47 @@ def json_problem(document: dict | list, *, escapes: bool = True) -> tuple[str, s
     Strings can only hold NUL or a surrogate through a \\u escape: a caller that knows its
     source text has none passes escapes=False and only depth and numbers are checked.
     """
-    if _storable(document, check_text=escapes):
+    found = _problem(document, check_text=escapes, level=0)
+    if found is None:
         return "", ""
-    return _unsafe_value(document)
+    problem, steps = found
+    return problem, _path(reversed(steps))
 
 
-def _storable(value: dict | list, *, check_text: bool, level: int = 0) -> bool:
-    """Whether _unsafe_value finds nothing, answered without building any path: this runs on
-    every document, the slow walk only on the rare one that fails."""
-    if level >= MAX_JSON_DEPTH and value:
-        return False  # its children would be deeper than the limit
-    if isinstance(value, dict):
-        if check_text and not all(_is_storable(key) for key in value):
-            return False
-        children = value.values()
-    else:
-        children = value
-    for child in children:
+_DEEP = f"nests deeper than {MAX_JSON_DEPTH} levels"
+_TEXT = "string contains a NUL character or an unpaired surrogate"
+
+
+def _problem(value: dict | list, *, check_text: bool, level: int) -> tuple[str, list] | None:
+    """The first problem under a container and the steps to it, innermost first. This runs on
+    every upload, so a path is built only on the way back up from a problem."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for step, child in items:
+        if check_text and isinstance(step, str) and not _is_storable(step):
+            return "key contains a NUL character or an unpaired surrogate", []
+        if level >= MAX_JSON_DEPTH:
+            return _DEEP, [step]  # the first child is one level too deep
         if isinstance(child, dict | list):
-            if not _storable(child, check_text=check_text, level=level + 1):
-                return False
-        elif isinstance(child, float):
-            if not math.isfinite(child):
-                return False
+            found = _problem(child, check_text=check_text, level=level + 1)
+            if found is not None:
+                found[1].append(step)
+                return found
+        elif isinstance(child, float) and not math.isfinite(child):
+            return "holds a number too large to represent", [step]
         elif check_text and isinstance(child, str) and not _is_storable(child):
-            return False
-    return True
+            return _TEXT, [step]
+    return None
 
 
-def _unsafe_value(value: object, path: str = "", level: int = 0) -> tuple[str, str]:
-    where = path or "(body)"
-    if level > MAX_JSON_DEPTH:
-        return f"nests deeper than {MAX_JSON_DEPTH} levels", where
-    if isinstance(value, float) and not math.isfinite(value):
-        return "holds a number too large to represent", where
-    if isinstance(value, str) and not _is_storable(value):
-        return "string contains a NUL character or an unpaired surrogate", where
-    if isinstance(value, dict):
-        for key, child in value.items():
-            if not _is_storable(key):
-                return "key contains a NUL character or an unpaired surrogate", where
-            problem = _unsafe_value(child, f"{path}.{key}" if path else key, level + 1)
-            if problem[0]:
-                return problem
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            problem = _unsafe_value(child, f"{path}[{index}]", level + 1)
-            if problem[0]:
-                return problem
-    return "", ""
+def _path(steps) -> str:
+    """"a.b[3].c" from the steps from the top down; "(body)" for the document itself."""
+    path = ""
+    for step in steps:
+        if isinstance(step, int):
+            path += f"[{step}]"
+        else:
+            path = f"{path}.{step}" if path else str(step)
+    return path or "(body)"
 
 
 def _is_storable(value: str) -> bool:

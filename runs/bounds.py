@@ -147,7 +147,7 @@ def _problem(value: dict | list, *, check_text: bool, level: int) -> tuple[str, 
 
 
 def _path(steps) -> str:
-    """"a.b[3].c" from the steps from the top down; "(body)" for the document itself."""
+    """The path ("a.b[3].c") of steps from the top down; "(body)" for the document itself."""
     path = ""
     for step in steps:
         if isinstance(step, int):

@@ -302,7 +302,7 @@ def _run_suites(
     finish: Callable[[], None],
     clock: float,
 ) -> RunOutcome:
-    """The body of ``_execute``: warm-up, every suite's tasks, then the terminal event."""
+    """The body of ``_execute``: warm-up, every suite's tasks, then the one ending."""
     emit(
         "run_started",
         {
@@ -320,137 +320,182 @@ def _run_suites(
             "scoring_mode": bundle["scoring_mode"],
         },
     )
-    completed = 0
+    progress = _Progress(prep, bundle, path, total, emit, should_stop, clock)
     try:
         try:
             prep.provider.chat(
                 ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=4)
             )
         except EngineError as exc:
-            return _finish_failed(bundle, path, exc, emit, finish)
-        for suite in prep.suites:
-            tasks = prep.tasks[suite.name]
-            if not tasks:
-                continue
-            # Speed measures the bare endpoint: a harness prompt would skew its calibrated lengths.
-            provider = (
-                prep.provider
-                if suite.name == "speed"
-                else with_harness(prep.provider, prep.config.harness)
-            )
-            ctx = RunContext(
-                provider=provider,
-                trials=prep.config.trials or DEFAULT_TRIALS,
-                scoring_local=prep.locality.scoring_local,
-                max_tokens_cap=prep.config.max_tokens,
-                emit=emit,
-                should_stop=should_stop or (lambda: False),
-            )
-            emit("suite_started", {"suite": suite.name, "task_count": len(tasks)})
-            suite.prepare(ctx)
-            records: list[dict] = []
-            for task in tasks:
-                if should_stop is not None and should_stop():
-                    raise RunCancelled()
-                emit("task_started", {"suite": suite.name, "task_id": task["id"]})
-                records.append(_run_one(suite, task, ctx))
-                completed += 1
-                bundle["suites"][suite.name] = _suite_record(suite, records, ctx.suite_metadata)
-                _refresh_scores(bundle, prep, clock)
-                write_bundle(bundle, path)
-                last = records[-1]
-                emit(
-                    "task_completed",
-                    {
-                        "suite": suite.name,
-                        "task_id": last["task_id"],
-                        "score": last["score"],
-                        "passed": last["passed"],
-                        "latency_ms": last["latency_ms"],
-                        "error": last["error"],
-                        "completed_tasks": completed,
-                        "total_tasks": total,
-                        "decode_tps": last["metadata"]
-                        .get("speed_metrics", {})
-                        .get("generation_tok_per_sec"),
-                    },
-                )
-            suite_record = bundle["suites"][suite.name]
-            if isinstance(provider, HarnessProvider):
-                suite_record["metadata"]["harness_malformed_blocks"] = provider.malformed
-                write_bundle(bundle, path)
-            emit(
-                "suite_completed",
-                {
-                    "suite": suite.name,
-                    "score": suite_record["score"],
-                    "pass_count": suite_record["pass_count"],
-                    "task_count": suite_record["task_count"],
-                },
-            )
+            ending = _Ending("failed", exc.to_dict(), type(exc).__name__)
+        else:
+            for suite in prep.suites:
+                progress.run_suite(suite)
+            ending = _verdict(bundle)
     except RunCancelled:
-        reason = f"cancelled after {completed} of {total} tasks"
-        bundle["status"] = "incomplete"
-        bundle["error"] = {"kind": "cancelled", "message": reason, "hint": ""}
-        finish()
-        emit("cancelled", {"reason": reason, "status": "incomplete", "path": str(path)})
-        return RunOutcome(bundle, path, "cancelled")
+        reason = f"cancelled after {progress.completed} of {total} tasks"
+        ending = _Ending("incomplete", {"kind": "cancelled", "message": reason, "hint": ""})
     except KeyboardInterrupt:
-        bundle["status"] = "incomplete"
-        bundle["error"] = {
-            "kind": "interrupted",
-            "message": f"interrupted after {completed} of {total} tasks",
-            "hint": "The finished tasks are kept; run again for a complete result.",
-        }
-        finish()
-        emit(
-            "run_failed",
+        ending = _Ending(
+            "incomplete",
             {
-                "error": bundle["error"]["message"],
-                "exception_class": "KeyboardInterrupt",
-                "status": "incomplete",
-                "path": str(path),
+                "kind": "interrupted",
+                "message": f"interrupted after {progress.completed} of {total} tasks",
+                "hint": "The finished tasks are kept; run again for a complete result.",
+            },
+            "KeyboardInterrupt",
+        )
+    return _end(bundle, path, ending, emit, finish)
+
+
+@dataclass
+class _Progress:
+    """The running part of a run: each suite's tasks, the bundle rewritten after each one."""
+
+    prep: PreparedRun
+    bundle: dict
+    path: Path
+    total: int
+    emit: Callable[[str, dict], None]
+    should_stop: Callable[[], bool] | None
+    clock: float
+    completed: int = 0
+
+    def run_suite(self, suite: Suite) -> None:
+        prep, bundle, emit = self.prep, self.bundle, self.emit
+        tasks = prep.tasks[suite.name]
+        if not tasks:
+            return
+        # Speed measures the bare endpoint: a harness prompt would skew its calibrated lengths.
+        provider = (
+            prep.provider
+            if suite.name == "speed"
+            else with_harness(prep.provider, prep.config.harness)
+        )
+        ctx = RunContext(
+            provider=provider,
+            trials=prep.config.trials or DEFAULT_TRIALS,
+            scoring_local=prep.locality.scoring_local,
+            max_tokens_cap=prep.config.max_tokens,
+            emit=emit,
+            should_stop=self.should_stop or (lambda: False),
+        )
+        emit("suite_started", {"suite": suite.name, "task_count": len(tasks)})
+        suite.prepare(ctx)
+        records: list[dict] = []
+        for task in tasks:
+            if self.should_stop is not None and self.should_stop():
+                raise RunCancelled()
+            emit("task_started", {"suite": suite.name, "task_id": task["id"]})
+            records.append(_run_one(suite, task, ctx))
+            self.completed += 1
+            bundle["suites"][suite.name] = _suite_record(suite, records, ctx.suite_metadata)
+            _refresh_scores(bundle, prep, self.clock)
+            write_bundle(bundle, self.path)
+            self._task_completed(suite.name, records[-1])
+        suite_record = bundle["suites"][suite.name]
+        if isinstance(provider, HarnessProvider):
+            suite_record["metadata"]["harness_malformed_blocks"] = provider.malformed
+            write_bundle(bundle, self.path)
+        emit(
+            "suite_completed",
+            {
+                "suite": suite.name,
+                "score": suite_record["score"],
+                "pass_count": suite_record["pass_count"],
+                "task_count": suite_record["task_count"],
             },
         )
-        return RunOutcome(bundle, path, "incomplete")
+
+    def _task_completed(self, suite: str, last: dict) -> None:
+        self.emit(
+            "task_completed",
+            {
+                "suite": suite,
+                "task_id": last["task_id"],
+                "score": last["score"],
+                "passed": last["passed"],
+                "latency_ms": last["latency_ms"],
+                "error": last["error"],
+                "completed_tasks": self.completed,
+                "total_tasks": self.total,
+                "decode_tps": last["metadata"]
+                .get("speed_metrics", {})
+                .get("generation_tok_per_sec"),
+            },
+        )
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """How a run ended: the bundle's status, its error (None when complete) and, for a
+    failure, what raised it (the run_failed event names it)."""
+
+    status: str
+    error: dict | None = None
+    exception_class: str = ""
+
+
+def _verdict(bundle: dict) -> _Ending:
+    """A run that got through every task: complete, unless no task ran at all."""
     tasks_done = [t for s in bundle["suites"].values() for t in s["tasks"]]
     if tasks_done and not any(t["execution_ok"] or t["passed"] for t in tasks_done):
         first = next((t["error"] for t in tasks_done if t["error"]), "every task failed")
-        bundle["status"] = "failed"
-        bundle["error"] = {"kind": "all_tasks_failed", "message": first, "hint": ""}
-    else:
-        bundle["status"] = "complete"
-    finish()
-    if bundle["status"] == "failed":
-        emit(
-            "run_failed",
-            {
-                "error": bundle["error"]["message"],
-                "exception_class": "TaskErrors",
-                "status": "failed",
-                "path": str(path),
-            },
+        return _Ending(
+            "failed", {"kind": "all_tasks_failed", "message": first, "hint": ""}, "TaskErrors"
         )
-    else:
+    return _Ending("complete")
+
+
+RESULT_KEYS = (
+    "overall_score",
+    "quality_score",
+    "speed_score",
+    "reliability_score",
+    "total_runtime_sec",
+    "benchmark_profile",
+    "coverage_score",
+    "comparable",
+    "status",
+)
+
+
+def _end(
+    bundle: dict,
+    path: Path,
+    ending: _Ending,
+    emit: Callable[[str, dict], None],
+    finish: Callable[[], None],
+) -> RunOutcome:
+    """The one finish step: status and error into the bundle, the last write, then the
+    terminal event (the bundle is on disk before anyone hears the run ended)."""
+    bundle["status"] = ending.status
+    if ending.error is not None:
+        bundle["error"] = ending.error
+    finish()
+    where = str(path)
+    if ending.status == "complete":
         emit(
             "run_completed",
-            {
-                key: bundle[key]
-                for key in (
-                    "overall_score",
-                    "quality_score",
-                    "speed_score",
-                    "reliability_score",
-                    "total_runtime_sec",
-                    "benchmark_profile",
-                    "coverage_score",
-                    "comparable",
-                    "status",
-                )
-            }
-            | {"path": str(path), "run_id": bundle["run_id"]},
+            {key: bundle[key] for key in RESULT_KEYS} | {"path": where, "run_id": bundle["run_id"]},
         )
-    return RunOutcome(bundle, path, bundle["status"])
+        return RunOutcome(bundle, path, "complete")
+    assert ending.error is not None
+    if ending.error["kind"] == "cancelled":
+        emit(
+            "cancelled", {"reason": ending.error["message"], "status": ending.status, "path": where}
+        )
+        return RunOutcome(bundle, path, "cancelled")
+    emit(
+        "run_failed",
+        {
+            "error": ending.error["message"],
+            "exception_class": ending.exception_class,
+            "status": ending.status,
+            "path": where,
+        },
+    )
+    return RunOutcome(bundle, path, ending.status)
 
 
 def _run_one(suite: Suite, task: dict, ctx: RunContext) -> dict:
@@ -471,24 +516,6 @@ def _run_one(suite: Suite, task: dict, ctx: RunContext) -> dict:
             error=f"internal error: {type(exc).__name__}: {exc}",
             metadata={"error_kind": "internal"},
         )
-
-
-def _finish_failed(
-    bundle: dict, path: Path, exc: EngineError, emit, finish: Callable[[], None]
-) -> RunOutcome:
-    bundle["status"] = "failed"
-    bundle["error"] = exc.to_dict()
-    finish()
-    emit(
-        "run_failed",
-        {
-            "error": exc.message,
-            "exception_class": type(exc).__name__,
-            "status": "failed",
-            "path": str(path),
-        },
-    )
-    return RunOutcome(bundle, path, "failed")
 
 
 def run_benchmark(config: RunConfig, on_event: EventCallback | None = None) -> RunOutcome:

@@ -413,13 +413,33 @@ def withdraw_run(*, submission: Submission, user: User) -> Submission:
 
 def delete_run(*, submission: Submission) -> None:
     """The owner's right to erase: the run, its results and its submission go."""
+    erase_run(run=Run(pk=submission.run_id))
+
+
+def erase_run(*, run: Run) -> None:
+    """Delete a run with its results and submission; its stack's lanes and the caches follow
+    at once (and again after the commit, with concurrent decisions visible)."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=submission.run_id)
-        stack_id = run.stack_id
-        UploadAttempt.objects.filter(run=run).update(run=None)
-        run.delete()
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        stack_id = locked.stack_id
+        UploadAttempt.objects.filter(run=locked).update(run=None)
+        locked.delete()
+        refresh_stack_stats(stack_ids=[stack_id])
         board_cache.invalidate()
         refresh_stack_soon(stack_id)
+
+
+def set_run_visibility(*, run: Run, visibility: str) -> Run:
+    """Make a run public or private: its published flag, the caches and its stack follow."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        locked.visibility = visibility
+        locked.save(update_fields=["visibility"])
+        submission = Submission.objects.filter(run_id=locked.pk).first()
+        set_published(locked, submission.status if submission else Status.PENDING)
+        refresh_stack_stats(stack_ids=[locked.stack_id])
+        refresh_stack_soon(locked.stack_id)
+    return locked
 
 
 def set_trusted(*, user: User, trusted: bool, moderator: User) -> SubmitterProfile:

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 pool_name = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,63}$", "Lower-case letters, digits, dots, dashes (e.g. gpu.4090)."
 )
+
+
+class HostQuerySet(models.QuerySet):
+    def approved(self) -> HostQuerySet:
+        return self.exclude(approved_at=None)
 
 
 class WorkerHost(models.Model):
@@ -37,6 +44,8 @@ class WorkerHost(models.Model):
         "BenchmarkJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
 
+    objects = HostQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
         permissions = [("operate_lab", "Can queue lab jobs and manage lab hosts")]
@@ -50,8 +59,22 @@ class WorkerHost(models.Model):
 
     @property
     def queue_name(self) -> str:
-        """The host's own queue, for work that must run on this machine (quick prompts)."""
+        """The host's own queue, for work that must run on this machine (quick prompts, and
+        jobs for a server the host reported)."""
         return f"host.{self.name}"
+
+    def serves(self, pool: str) -> bool:
+        """Whether this host takes jobs sent to `pool` (one of its pools, or its own queue)."""
+        return pool == self.queue_name or pool in (self.pools or [])
+
+    @property
+    def is_online(self) -> bool:
+        """Heard from within the reaper's limit; past it the host is presumed dead, as its
+        jobs are (BENCHLOOP_JOB_STALE_SECONDS)."""
+        if self.last_heartbeat_at is None:
+            return False
+        limit = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
+        return timezone.now() - self.last_heartbeat_at <= limit
 
 
 class JobQuerySet(models.QuerySet):

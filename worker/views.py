@@ -74,7 +74,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _inventory_choices() -> list[tuple[str, str]]:
     choices = []
-    for host in WorkerHost.objects.exclude(approved_at=None):
+    for host in WorkerHost.objects.approved():
         for server in host.inventory:
             for model in server.get("models", []):
                 choices.append(
@@ -90,14 +90,11 @@ def _inventory_choices() -> list[tuple[str, str]]:
 @permission_required(OPERATE, raise_exception=True)
 @limit_posts("lab_job")
 def new_job(request: HttpRequest) -> HttpResponse:
-    form = JobForm(request.POST or None, servers=_inventory_choices())
+    form = JobForm(
+        request.POST or None, servers=_inventory_choices(), pools=services.served_pools()
+    )
     if request.method == "POST" and form.is_valid():
         fields = {name: form.cleaned_data[name] for name in form.Meta.fields}
-        server = form.cleaned_data.get("server")
-        if server and not fields["endpoint_url"]:
-            fields["endpoint_url"] = server.split("|", 1)[0]
-        if server and not fields["model"]:
-            fields["model"] = server.split("|")[1]
         job = services.queue_job(
             requested_by=request.user,
             launch_flags=form.instance.launch_flags,
@@ -105,6 +102,8 @@ def new_job(request: HttpRequest) -> HttpResponse:
             **fields,
         )
         messages.success(request, f"Job {job.pk} queued on pool {job.pool}.")
+        if form.placement and form.placement.warning:
+            messages.warning(request, form.placement.warning)
         return redirect("lab:job", pk=job.pk)
     return render(request, "worker/new_job.html", {"form": form})
 

@@ -230,6 +230,18 @@ class BenchmarkJob(models.Model):
         )
 
     @property
+    def eta_at(self):
+        """When the job should finish, from its pace so far (elapsed time per completed task);
+        None until a task is done, and once it is final."""
+        if self.is_final or not self.started_at or not self.total_tasks:
+            return None
+        if not 0 < self.completed_tasks < self.total_tasks:
+            return None
+        now = timezone.now()
+        per_task = (now - self.started_at) / self.completed_tasks
+        return now + per_task * (self.total_tasks - self.completed_tasks)
+
+    @property
     def progress_percent(self) -> int:
         if not self.total_tasks:
             return 0

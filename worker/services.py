@@ -143,6 +143,8 @@ def cancel_job(*, job: BenchmarkJob) -> BenchmarkJob:
             error="cancelled before it started",
         ):
             _record(job.pk, job.attempts, "cancelled", {"reason": "cancelled while queued"})
+            # Like every other final state: the requester hears of it (email, webhook).
+            _notify_on_commit(job)
         else:
             BenchmarkJob.objects.filter(
                 pk=job.pk, status__in=[Status.CLAIMED, Status.RUNNING], cancel_requested_at=None

@@ -57,13 +57,19 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_safe
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(BenchmarkJob.objects.select_related("host", "run"), pk=pk)
-    events = list(JobEvent.objects.filter(job=job, attempt=job.attempts).order_by("-seq")[:200])
+    # Every attempt's events, newest attempt first: a lost worker's story stays readable.
+    events = list(JobEvent.objects.filter(job=job).order_by("-attempt", "-seq")[:300])
+    insider = job.shows_raw_text_to(request.user)
     context = {
         "job": job,
         "events": events,
         "can_operate": request.user.has_perm(OPERATE),
-        "raw_error": job.shows_raw_text_to(request.user),
-        "earlier_attempts": job.attempts > 1,
+        "raw_error": insider,
+        # Cancelling is the requester's or an operator's, and only while the job can change;
+        # decided here so the polled partial drops the button once the job is final.
+        "can_cancel": insider and not job.is_final,
+        # Receivers' URLs are the requester's own: nobody else sees the deliveries.
+        "deliveries": list(job.deliveries.order_by("created_at")) if insider else [],
     }
     if getattr(request, "htmx", False):
         response = render(request, "worker/job.html#progress", context)

@@ -40,6 +40,7 @@ class ManagedServer:
     process: subprocess.Popen
     url: str
     log_path: Path
+    # Set once the job's events say the server stopped (or died, with its log's tail).
     exit_reported: bool = False
 
     def stop(self, grace: float = 10.0) -> None:

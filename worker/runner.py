@@ -105,12 +105,14 @@ def _job_folder(job: BenchmarkJob) -> Path:
 def _stop_server(server, state: JobRun) -> None:
     if server is None:
         return
+    if server.exit_reported:
+        return
+    server.exit_reported = True  # stopped here or died on its own: said once either way
     if server.process.poll() is None:
         server.stop()
         state.emit({"type": "log", "message": "stopped the managed llama.cpp server"})
-    elif not server.exit_reported:
+    else:
         # It died on its own; its log goes with the job's folder, so keep its last lines.
-        server.exit_reported = True
         state.emit(
             {
                 "type": "log",

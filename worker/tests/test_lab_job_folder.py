@@ -81,8 +81,9 @@ def test_a_failing_job_leaves_nothing_behind_either(var_dir, operator, lab_hosts
     assert list((var_dir / "lab-jobs").iterdir()) == []
 
 
+@pytest.mark.parametrize("crash", [False, True])
 def test_a_managed_servers_log_is_in_the_jobs_folder_and_goes_with_it(
-    var_dir, tmp_path, operator, lab_hosts, monkeypatch
+    crash, var_dir, tmp_path, operator, lab_hosts, monkeypatch
 ) -> None:
     binary = tmp_path / "fake-llama-server"
     binary.write_text(FAKE_SERVER.format(python=sys.executable))
@@ -103,6 +104,10 @@ def test_a_managed_servers_log_is_in_the_jobs_folder_and_goes_with_it(
     def engine(job, state, url, api_key, server=None):
         seen["log"] = server.log_path
         seen["text"] = server.log_path.read_text()
+        if crash:
+            server.process.kill()
+            server.process.wait()
+        runner._stop_server(server, state)  # as the real engine step does before finishing
         return "succeeded"
 
     monkeypatch.setattr(runner, "_run_engine", engine)
@@ -112,4 +117,9 @@ def test_a_managed_servers_log_is_in_the_jobs_folder_and_goes_with_it(
     assert list((var_dir / "lab-jobs").iterdir()) == []
     assert _tmp_logs() == before  # nothing new in /tmp
     messages = [e.payload.get("message") for e in job.events.filter(kind="log")]
-    assert messages[-1] == "stopped the managed llama.cpp server"
+    if crash:  # its log is gone with the folder: its last lines are kept as an event
+        assert messages[-1].startswith("the managed llama.cpp server exited with code -9:\n")
+        assert "fake llama-server listening" in messages[-1]
+    else:
+        assert messages[-1] == "stopped the managed llama.cpp server"
+    assert sum("managed llama.cpp server" in m and "healthy" not in m for m in messages) == 1

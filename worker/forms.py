@@ -121,8 +121,12 @@ class JobForm(forms.ModelForm):
         # "select a valid choice".
         self.fields["pool"].required = False
         self.fields["pool"].initial = ""
+        offered = list(pools or [])
+        posted = self.data.get("pool") if self.is_bound else ""
+        if posted and posted not in offered:
+            offered.append(posted)  # still shown beside the error that refuses it
         self.fields["pool"].widget.choices = [("", "— the picked server's host")] + [
-            (pool, pool) for pool in pools or []
+            (pool, pool) for pool in offered
         ]
         self.fields["model"].required = False
 

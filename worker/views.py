@@ -107,7 +107,12 @@ def new_job(request: HttpRequest) -> HttpResponse:
             suites=form.instance.suites,
             **fields,
         )
-        messages.success(request, f"Job {job.pk} queued on pool {job.pool}.")
+        where = (
+            f"host {form.placement.hosts[0].name}"
+            if job.pool == form.placement.hosts[0].queue_name
+            else f"pool {job.pool}"
+        )
+        messages.success(request, f"Job {job.pk} queued on {where}.")
         if form.placement and form.placement.warning:
             messages.warning(request, form.placement.warning)
         return redirect("lab:job", pk=job.pk)

@@ -291,6 +291,15 @@ class QuickPrompt(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The job the host was running when the prompt was answered: they shared the server, so
+    # the job's speed figures from that moment may be slower (its page says so).
+    during_job = models.ForeignKey(
+        BenchmarkJob,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="shared_with_prompts",
+    )
 
     def __str__(self) -> str:
         return f"prompt {self.pk} to {self.model}"

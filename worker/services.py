@@ -436,11 +436,8 @@ def approve_host(*, host: WorkerHost, user: User | None, approved: bool = True) 
 def request_quick_prompt(
     *, host: WorkerHost, user: User, server_url: str, model: str, prompt: str
 ) -> QuickPrompt:
-    from worker.tasks import run_quick_prompt
-
-    quick = QuickPrompt.objects.create(
+    """Store the prompt; the host's worker answers it from its own prompt consumer as soon as
+    the host runs no job (worker.quick), not through the benchmark queue."""
+    return QuickPrompt.objects.create(
         host=host, requested_by=user, server_url=server_url, model=model, prompt=prompt[:4000]
     )
-    quick_id, queue = quick.pk, host.queue_name
-    transaction.on_commit(lambda: run_quick_prompt.apply_async((quick_id,), queue=queue))
-    return quick

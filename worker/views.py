@@ -70,6 +70,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_cancel": insider and not job.is_final,
         # Receivers' URLs are the requester's own: nobody else sees the deliveries.
         "deliveries": list(job.deliveries.order_by("created_at")) if insider else [],
+        "shared_prompts": job.shared_with_prompts.count(),
     }
     if getattr(request, "htmx", False):
         response = render(request, "worker/job.html#progress", context)
@@ -186,12 +187,20 @@ def host_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @permission_required(OPERATE, raise_exception=True)
 def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    quick = get_object_or_404(QuickPrompt, pk=pk, requested_by=request.user)
+    quick = get_object_or_404(
+        QuickPrompt.objects.select_related("host__current_job"), pk=pk, requested_by=request.user
+    )
     done = quick.status in (QuickPrompt.Status.DONE, QuickPrompt.Status.FAILED)
+    # A waiting prompt says why: the host runs a job (until about its ETA) or is offline.
+    busy_with = quick.host.current_job if quick.status == QuickPrompt.Status.QUEUED else None
+    context = {
+        "quick": quick,
+        "busy_with": busy_with if busy_with and not busy_with.is_final else None,
+    }
     if getattr(request, "htmx", False):
-        response = render(request, "worker/prompt.html#reply", {"quick": quick})
+        response = render(request, "worker/prompt.html#reply", context)
         return HttpResponseStopPolling(response.content) if done else response
-    return render(request, "worker/prompt.html", {"quick": quick})
+    return render(request, "worker/prompt.html", context)
 
 
 @login_required

@@ -18,7 +18,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from runs import bounds, limits
 from submissions.models import Channel
-from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
+from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 
 log = logging.getLogger(__name__)
 Status = BenchmarkJob.Status
@@ -56,6 +56,18 @@ def place_job(
         host = next((h for h in approved if h.name == host_name), None)
         if host is None:
             raise ValidationError({"server": f"No approved lab host is named {host_name}."})
+        try:
+            pool_name(host.queue_name)
+            if len(host.queue_name) > limits.max_length(BenchmarkJob, "pool"):
+                raise ValidationError("too long")
+        except ValidationError:
+            # Host names are free text; pools are not (lower case, 64 characters at most).
+            raise ValidationError(
+                {
+                    "server": f"Jobs cannot be sent to {host.name}'s own queue: rename the host in "
+                    "lower-case letters, digits, dots and dashes, or pick a pool it serves."
+                }
+            ) from None
         if server_url:
             fields["target"] = BenchmarkJob.Target.ENDPOINT
             fields["endpoint_url"] = fields.get("endpoint_url") or server_url

@@ -116,3 +116,14 @@ def test_the_form_groups_its_fields_with_human_labels(operator_client, lab_hosts
     endpoint = html.index("<legend>Endpoint</legend>")
     managed = html.index("<legend>Managed llama.cpp server</legend>")
     assert endpoint < html.index('name="api_key_ref"') < managed < html.index('name="model_path"')
+
+
+def test_a_host_whose_name_cannot_be_a_queue_is_refused_on_the_server_field(
+    operator, alice_key
+) -> None:
+    approved_host("Lab A", ["gpu.4090"])
+    body = {"model": "m", "endpoint_url": "http://127.0.0.1:8080", "host": "Lab A"}
+    response = post_json(Client(), "/api/v1/jobs", body, alice_key)
+    assert response.status_code == 400
+    fields = response.json()["error"]["fields"]
+    assert fields[0]["path"] == "host" and "rename the host" in fields[0]["message"]

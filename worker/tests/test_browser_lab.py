@@ -129,3 +129,63 @@ def test_an_operator_queues_a_job_to_a_server_on_another_host(
     assert _no_page_overflow(page)
     page.screenshot(path=str(SHOTS / "job-390.png"), full_page=True)
     page.close()
+
+
+def test_a_running_jobs_page_at_1280_and_390_px(live_server, browser, operator, lab_hosts):
+    """Two attempts' events, trial numbers, the ETA, an offline host and a delivery fit."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from worker.models import WebhookDelivery, WorkerHost
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    job = services.queue_job(
+        requested_by=operator, model="qwen3-8b-q4", endpoint_url="http://10.0.0.9", pool="cpu"
+    )
+    host = lab_hosts[0]
+    for attempt in (1, 2):
+        services.claim_job(job_id=job.pk, host=host)
+        services.mark_running(job_id=job.pk, attempt=attempt)
+        trial = {"type": "trial_completed", "suite": "speed", "task_id": "speed-p512-medium"}
+        for seq, tps in enumerate([41.2, 40.8], start=1):
+            services.record_event(
+                job_id=job.pk,
+                attempt=attempt,
+                seq=seq,
+                event=trial
+                | {"trial": seq, "ok": True, "decode_tps": tps, "ttft_ms": 182.0}
+                | {"prefill_tps": 950.0},
+            )
+        if attempt == 1:
+            old = timezone.now() - timedelta(minutes=5)
+            BenchmarkJob.objects.filter(pk=job.pk).update(heartbeat_at=old)
+            services.reap_stale_jobs()
+    BenchmarkJob.objects.filter(pk=job.pk).update(
+        started_at=timezone.now() - timedelta(minutes=12), total_tasks=8, completed_tasks=3
+    )
+    WorkerHost.objects.filter(pk=host.pk).update(
+        last_heartbeat_at=timezone.now() - timedelta(minutes=3)
+    )
+    WebhookDelivery.objects.create(
+        job=job,
+        url="https://hooks.example.org/benchloop/lab",
+        payload={},
+        attempts=2,
+        last_status=503,
+        last_error="receiver answered 503",
+    )
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{live_server.url}/account/login/?next=/lab/jobs/{job.pk}/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(rf"/lab/jobs/{job.pk}/$"))
+    text = page.locator("#progress").inner_text()
+    assert "host offline" in text and "ETA" in text and "Attempt 1" in text
+    assert "decode 41.2 tok/s, prefill 950 tok/s, TTFT 182 ms" in text
+    for width, viewport in (("1280", WIDE), ("390", PHONE)):
+        page.set_viewport_size(viewport)
+        assert _no_page_overflow(page), f"the job page overflows at {width} px"
+        page.screenshot(path=str(SHOTS / f"job-running-{width}.png"), full_page=True)
+    page.close()

@@ -110,11 +110,19 @@ class JobInput(serializers.ModelSerializer):
     suites = _names(limits.max_length(SuiteResult, "suite"), 20)
     tasks = _names(limits.max_length(TaskResult, "task_id"), 100)
     harness = serializers.ChoiceField(choices=list(HARNESSES), default="raw")
+    host = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        write_only=True,
+        max_length=100,
+        help_text="Run on this lab host (its own queue), e.g. for a server it reported; "
+        "instead of a pool.",
+    )
 
     class Meta:
         model = BenchmarkJob
         # The form's fields, and the lists that the form takes as text.
-        fields = [*JobForm.Meta.fields, "launch_flags", "suites", "tasks"]
+        fields = [*JobForm.Meta.fields, "launch_flags", "suites", "tasks", "host"]
         extra_kwargs = {
             "context_length": {"min_value": 256, "max_value": 10_000_000},
             "threads": {"min_value": 1, "max_value": 512},
@@ -122,6 +130,20 @@ class JobInput(serializers.ModelSerializer):
             "max_tokens": {"min_value": 1, "max_value": 32768},
             "priority": {"min_value": 0, "max_value": 9},
         }
+
+    def validate(self, attrs: dict) -> dict:
+        """Where the job runs, by the rule the new-job form follows (services.place_job)."""
+        host_name = attrs.pop("host", "")
+        if not host_name:
+            attrs.setdefault("pool", BenchmarkJob._meta.get_field("pool").default)
+        try:
+            placement = services.place_job(fields=attrs, host_name=host_name)
+        except ValidationError as exc:
+            raise serializers.ValidationError(
+                {"host" if f == "server" else f: m for f, m in exc.message_dict.items()}
+            ) from None
+        self.warning = placement.warning
+        return placement.fields
 
 
 class JobQueueView(APIView):
@@ -156,7 +178,9 @@ class JobQueueView(APIView):
                     for field, messages in exc.message_dict.items()
                 ],
             ) from None
-        body = JobOutput(job, context={"request": request}).data
+        body = dict(JobOutput(job, context={"request": request}).data)
+        if data.warning:
+            body["warning"] = data.warning
         return Response(body, status=202, headers={"Location": body["url"]})
 
 

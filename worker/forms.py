@@ -11,12 +11,17 @@ PROFILE_CHOICES = [("smoke", "smoke"), ("core", "core"), ("full", "full")]
 
 
 class JobForm(forms.ModelForm):
-    """Queue a job; `server` offers the inference servers the approved hosts reported."""
+    """Queue a job; `server` offers the inference servers the approved hosts reported.
+
+    Where the job runs (its pool, and a picked server's URL and model) is decided by
+    services.place_job, which the API's serializer calls too.
+    """
 
     server = forms.ChoiceField(
         required=False,
         label="Server on a lab host",
-        help_text="Pick one the hosts reported, or type a URL below.",
+        help_text="A server an approved host reported: the job runs on that host, on the model "
+        "the server names.",
     )
     launch_flags_text = forms.CharField(
         required=False,
@@ -28,6 +33,18 @@ class JobForm(forms.ModelForm):
         label="Suites (instead of a profile)",
         help_text="comma-separated, e.g. speed,toolcall",
     )
+
+    # (legend, fields): the template renders one fieldset each, in this order.
+    FIELDSETS = [
+        ("Where it runs", ["server", "pool", "priority"]),
+        ("What to benchmark", ["target", "model"]),
+        ("Endpoint", ["endpoint_url", "provider", "api_key_ref"]),
+        (
+            "Managed llama.cpp server",
+            ["binary", "model_path", "context_length", "threads", "launch_flags_text"],
+        ),
+        ("What to run", ["profile", "suites_text", "trials", "harness", "max_tokens"]),
+    ]
 
     class Meta:
         model = BenchmarkJob
@@ -48,7 +65,36 @@ class JobForm(forms.ModelForm):
             "pool",
             "priority",
         ]
+        labels = {
+            "target": "Target",
+            "model": "Model",
+            "endpoint_url": "Endpoint URL",
+            "provider": "API",
+            "api_key_ref": "API key reference",
+            "binary": "Server binary",
+            "model_path": "Model file on the host",
+            "context_length": "Context length (tokens)",
+            "threads": "CPU threads",
+            "profile": "Profile",
+            "trials": "Speed trials",
+            "harness": "Tool-call harness",
+            "max_tokens": "Reply token cap",
+            "pool": "Pool",
+            "priority": "Priority",
+        }
+        help_texts = {
+            "model": "The model id the server serves. Leave it empty when you pick a server "
+            "above: the server names its model.",
+            "endpoint_url": "An OpenAI-compatible or Ollama server the worker can reach.",
+            "api_key_ref": "The name of an environment variable on the worker that holds the "
+            "key (e.g. LAB_API_KEY); the key itself is never stored here.",
+            "binary": "On the host's PATH, or a full path.",
+            "model_path": "The GGUF file's path on the host.",
+            "pool": "Only pools an approved host serves; not needed when you pick a server.",
+            "priority": "0 (low) to 9 (high).",
+        }
         widgets = {
+            "target": forms.RadioSelect,
             "profile": forms.Select(choices=PROFILE_CHOICES),
             "harness": forms.Select(choices=[(h, h) for h in HARNESSES]),
             "provider": forms.Select(
@@ -58,18 +104,41 @@ class JobForm(forms.ModelForm):
                     ("ollama", "Ollama"),
                 ]
             ),
+            "pool": forms.Select,
         }
 
-    def __init__(self, *args, servers: list[tuple[str, str]] | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        servers: list[tuple[str, str]] | None = None,
+        pools: list[str] | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["server"].choices = [("", "—")] + (servers or [])
+        self.placement = None
+        self.fields["server"].choices = [("", "— none, use the pool below")] + (servers or [])
+        # A CharField behind a select: a pool no host serves gets place_job's message, not
+        # "select a valid choice".
+        self.fields["pool"].required = False
+        self.fields["pool"].initial = ""
+        offered = list(pools or [])
+        posted = self.data.get("pool") if self.is_bound else ""
+        if posted and posted not in offered:
+            offered.append(posted)  # still shown beside the error that refuses it
+        self.fields["pool"].widget.choices = [("", "— the picked server's host")] + [
+            (pool, pool) for pool in offered
+        ]
+        self.fields["model"].required = False
+
+    def fieldsets(self) -> list[tuple[str, list]]:
+        return [(legend, [self[name] for name in names]) for legend, names in self.FIELDSETS]
 
     def clean(self) -> dict:
+        from django.core.exceptions import ValidationError
+
+        from worker.services import place_job
+
         data = super().clean()
-        server = data.get("server")
-        if server and not data.get("endpoint_url"):
-            data["endpoint_url"] = server.split("|", 1)[0]
-            self.instance.endpoint_url = data["endpoint_url"]
         try:
             self.instance.launch_flags = shlex.split(data.get("launch_flags_text") or "")
         except ValueError as exc:
@@ -77,6 +146,22 @@ class JobForm(forms.ModelForm):
         self.instance.suites = [
             s.strip() for s in (data.get("suites_text") or "").split(",") if s.strip()
         ]
+        server_url, server_model, host_name = "", "", ""
+        if data.get("server"):
+            server_url, server_model, host_name = data["server"].split("|", 2)
+        elif not data.get("model"):
+            self.add_error("model", "Name the model, or pick a server above that names it.")
+        fields = {name: data.get(name) for name in self.Meta.fields if name in data}
+        try:
+            self.placement = place_job(
+                fields=fields, host_name=host_name, server_url=server_url, server_model=server_model
+            )
+        except ValidationError as exc:
+            for field, problems in exc.message_dict.items():
+                for problem in problems:
+                    self.add_error(field if field in self.fields else None, problem)
+            return data
+        data.update(self.placement.fields)
         # Whether the target has its URL or model path is BenchmarkJob.clean's to say.
         return data
 

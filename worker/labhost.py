@@ -16,6 +16,8 @@ from celery.signals import worker_ready, worker_shutdown
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = float(os.environ.get("BENCHLOOP_LAB_HEARTBEAT", "5"))
 INVENTORY_EVERY = 12  # heartbeats between inventory probes
+# How often an idle host looks for quick prompts: a prompt is answered within about this.
+PROMPT_POLL_SECONDS = 1.0
 _state: dict = {"name": None, "hostname": None, "consuming": False, "stop": threading.Event()}
 
 
@@ -48,6 +50,9 @@ def _register(sender=None, **kwargs) -> None:
         target=_heartbeat_loop, args=(sender.app,), daemon=True, name="benchloop-lab-heartbeat"
     )
     thread.start()
+    # Quick prompts have a consumer of their own, outside the Celery pool that runs the jobs.
+    prompts = threading.Thread(target=_prompt_loop, daemon=True, name="benchloop-lab-prompts")
+    prompts.start()
 
 
 @worker_shutdown.connect
@@ -71,6 +76,19 @@ def _heartbeat_loop(app) -> None:
             log.exception("lab heartbeat failed")
             connection.close()
         beats += 1
+
+
+def _prompt_loop() -> None:
+    from django.db import connection
+
+    from worker.quick import answer_waiting
+
+    while not _state["stop"].wait(PROMPT_POLL_SECONDS):
+        try:
+            answer_waiting(_state["name"])
+        except Exception:  # a database blip must not end the prompt answers
+            log.exception("lab quick prompts failed")
+            connection.close()
 
 
 def _follow_approval(app, approved: bool) -> None:

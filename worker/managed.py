@@ -40,6 +40,8 @@ class ManagedServer:
     process: subprocess.Popen
     url: str
     log_path: Path
+    # Set once the job's events say the server stopped (or died, with its log's tail).
+    exit_reported: bool = False
 
     def stop(self, grace: float = 10.0) -> None:
         stop_process_group(self.process, grace)
@@ -116,8 +118,12 @@ def start_server(
     threads: int | None = None,
     extra_flags: list[str] | None = None,
     timeout: float = 120.0,
+    log_dir: Path | None = None,
 ) -> ManagedServer:
-    """Launch the server on a free loopback port and wait until /health answers 200."""
+    """Launch the server on a free loopback port and wait until /health answers 200.
+
+    Its log is `log_dir`/llama-server.log (a lab job passes its own folder, removed with the
+    job), or a temporary file when no folder is given."""
     if not Path(model_path).is_file():
         raise ManagedServerError(f"model file {model_path} does not exist on this host")
     if resolve_binary(binary) is None:
@@ -132,7 +138,10 @@ def start_server(
         threads=threads,
         extra_flags=extra_flags or [],
     )
-    log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+    if log_dir is not None:
+        log_path = Path(log_dir) / "llama-server.log"
+    else:
+        log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

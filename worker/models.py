@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 pool_name = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,63}$", "Lower-case letters, digits, dots, dashes (e.g. gpu.4090)."
 )
+
+
+class HostQuerySet(models.QuerySet):
+    def approved(self) -> HostQuerySet:
+        return self.exclude(approved_at=None)
 
 
 class WorkerHost(models.Model):
@@ -37,6 +44,8 @@ class WorkerHost(models.Model):
         "BenchmarkJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
 
+    objects = HostQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
         permissions = [("operate_lab", "Can queue lab jobs and manage lab hosts")]
@@ -50,8 +59,22 @@ class WorkerHost(models.Model):
 
     @property
     def queue_name(self) -> str:
-        """The host's own queue, for work that must run on this machine (quick prompts)."""
+        """The host's own queue, for work that must run on this machine (quick prompts, and
+        jobs for a server the host reported)."""
         return f"host.{self.name}"
+
+    def serves(self, pool: str) -> bool:
+        """Whether this host takes jobs sent to `pool` (one of its pools, or its own queue)."""
+        return pool == self.queue_name or pool in (self.pools or [])
+
+    @property
+    def is_online(self) -> bool:
+        """Heard from within the reaper's limit; past it the host is presumed dead, as its
+        jobs are (BENCHLOOP_JOB_STALE_SECONDS)."""
+        if self.last_heartbeat_at is None:
+            return False
+        limit = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
+        return timezone.now() - self.last_heartbeat_at <= limit
 
 
 class JobQuerySet(models.QuerySet):
@@ -207,6 +230,18 @@ class BenchmarkJob(models.Model):
         )
 
     @property
+    def eta_at(self):
+        """When the job should finish, from its pace so far (elapsed time per completed task);
+        None until a task is done, and once it is final."""
+        if self.is_final or not self.started_at or not self.total_tasks:
+            return None
+        if not 0 < self.completed_tasks < self.total_tasks:
+            return None
+        now = timezone.now()
+        per_task = (now - self.started_at) / self.completed_tasks
+        return now + per_task * (self.total_tasks - self.completed_tasks)
+
+    @property
     def progress_percent(self) -> int:
         if not self.total_tasks:
             return 0
@@ -256,6 +291,15 @@ class QuickPrompt(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The job the host was running when the prompt was answered: they shared the server, so
+    # the job's speed figures from that moment may be slower (its page says so).
+    during_job = models.ForeignKey(
+        BenchmarkJob,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="shared_with_prompts",
+    )
 
     def __str__(self) -> str:
         return f"prompt {self.pk} to {self.model}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import shutil
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ class JobRun:
 
     job: BenchmarkJob
     attempt: int
+    # The attempt's own folder (engine home, server log), removed when the attempt ends.
+    folder: Path
     seq: itertools.count = field(default_factory=lambda: itertools.count(1))
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -59,7 +62,7 @@ def run_job(*, job_id: int, host: WorkerHost) -> str:
     job = services.claim_job(job_id=job_id, host=host)
     if job is None:
         return "not claimed (already taken, finished or cancelled)"
-    state = JobRun(job=job, attempt=job.attempts)
+    state = JobRun(job=job, attempt=job.attempts, folder=_job_folder(job))
     beat = threading.Thread(target=_heartbeat_loop, args=(state,), daemon=True)
     beat.start()
     server = None
@@ -82,12 +85,41 @@ def run_job(*, job_id: int, host: WorkerHost) -> str:
         _stop_server(server, state)
         state.stop.set()
         beat.join(timeout=10)
+        # The bundle is stored (or the job failed) by now; nothing in the folder is needed.
+        shutil.rmtree(state.folder, ignore_errors=True)
+
+
+def jobs_root() -> Path:
+    """Where attempts keep their files while they run: var/lab-jobs, not the shared /tmp."""
+    from django.conf import settings
+
+    return Path(settings.VAR_DIR) / "lab-jobs"
+
+
+def _job_folder(job: BenchmarkJob) -> Path:
+    root = jobs_root()
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"job-{job.pk}-attempt-{job.attempts}-", dir=root))
 
 
 def _stop_server(server, state: JobRun) -> None:
-    if server is not None and server.process.poll() is None:
+    if server is None:
+        return
+    if server.exit_reported:
+        return
+    server.exit_reported = True  # stopped here or died on its own: said once either way
+    if server.process.poll() is None:
         server.stop()
         state.emit({"type": "log", "message": "stopped the managed llama.cpp server"})
+    else:
+        # It died on its own; its log goes with the job's folder, so keep its last lines.
+        state.emit(
+            {
+                "type": "log",
+                "message": f"the managed llama.cpp server exited with code "
+                f"{server.process.returncode}:\n{server.log_tail()}",
+            }
+        )
 
 
 def _start_managed(job: BenchmarkJob, state: JobRun):
@@ -103,6 +135,7 @@ def _start_managed(job: BenchmarkJob, state: JobRun):
         context_length=job.context_length,
         threads=job.threads,
         extra_flags=list(job.launch_flags),
+        log_dir=state.folder,
     )
     state.emit({"type": "log", "message": "managed llama.cpp server is healthy"})
     return server
@@ -117,7 +150,7 @@ def _run_engine(
 
     if job.provider == "ollama":
         _pull_if_missing(job, state, url)
-    home = Path(tempfile.mkdtemp(prefix="benchloop-job-"))
+    home = state.folder / "home"
     config = RunConfig(
         url=url,
         model=job.model,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -16,7 +18,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from runs import bounds, limits
 from submissions.models import Channel
-from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
+from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 
 log = logging.getLogger(__name__)
 Status = BenchmarkJob.Status
@@ -25,6 +27,85 @@ HEARTBEAT_INTERVAL = timedelta(seconds=settings.BENCHLOOP_JOB_HEARTBEAT_SECONDS)
 STALE_AFTER = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
 # A queued job not yet accepted by the broker after this long is sent again by the reaper.
 UNSENT_GRACE = timedelta(seconds=10)
+
+
+@dataclass
+class Placement:
+    """Where a job will run: its fields with the pool (and a picked server's URL and model)
+    filled in, and a warning when the hosts that serve the pool are all offline."""
+
+    fields: dict
+    hosts: list[WorkerHost]
+    warning: str = ""
+
+
+def place_job(
+    *, fields: dict, host_name: str = "", server_url: str = "", server_model: str = ""
+) -> Placement:
+    """Decide the pool of a job about to be queued; the new-job form and the API both call it.
+
+    A job for a server a host reported goes to that host's own queue: the server's URL is the
+    host's (often loopback), so another host serving the same pool could not reach it, and
+    the model is the one the server names unless the operator typed another. Otherwise the
+    pool must be one that an approved host serves, or the job would wait forever. Raises
+    ValidationError naming the field to fix.
+    """
+    fields = dict(fields)
+    approved = list(WorkerHost.objects.approved())
+    if host_name:
+        host = next((h for h in approved if h.name == host_name), None)
+        if host is None:
+            raise ValidationError({"server": f"No approved lab host is named {host_name}."})
+        try:
+            pool_name(host.queue_name)
+            if len(host.queue_name) > limits.max_length(BenchmarkJob, "pool"):
+                raise ValidationError("too long")
+        except ValidationError:
+            # Host names are free text; pools are not (lower case, 64 characters at most).
+            raise ValidationError(
+                {
+                    "server": f"Jobs cannot be sent to {host.name}'s own queue: rename the host in "
+                    "lower-case letters, digits, dots and dashes, or pick a pool it serves."
+                }
+            ) from None
+        if server_url:
+            fields["target"] = BenchmarkJob.Target.ENDPOINT
+            fields["endpoint_url"] = fields.get("endpoint_url") or server_url
+        if server_model and not fields.get("model"):
+            fields["model"] = server_model
+        fields["pool"] = host.queue_name
+        hosts = [host]
+    else:
+        pool = fields.get("pool") or ""
+        if not pool:
+            raise ValidationError({"pool": "Pick a server or a pool for the job."})
+        hosts = [h for h in approved if h.serves(pool)]
+        if not hosts:
+            served = sorted({p for h in approved for p in h.pools})
+            raise ValidationError(
+                {
+                    "pool": f"No approved lab host serves the pool “{pool}”, so the job would "
+                    "wait forever. "
+                    + (
+                        f"Pools served now: {', '.join(served)}."
+                        if served
+                        else "No host is approved yet (an admin approves them on the hosts page)."
+                    )
+                }
+            )
+    warning = ""
+    if not any(h.is_online for h in hosts):
+        names = ", ".join(h.name for h in hosts)
+        warning = (
+            f"Every host that serves pool {fields['pool']} is offline ({names}): "
+            "the job waits until one of them is back."
+        )
+    return Placement(fields=fields, hosts=hosts, warning=warning)
+
+
+def served_pools() -> list[str]:
+    """The pools approved hosts serve, for the new-job form's choices."""
+    return sorted({pool for host in WorkerHost.objects.approved() for pool in host.pools})
 
 
 def queue_job(*, requested_by: User, **fields) -> BenchmarkJob:
@@ -74,6 +155,8 @@ def cancel_job(*, job: BenchmarkJob) -> BenchmarkJob:
             error="cancelled before it started",
         ):
             _record(job.pk, job.attempts, "cancelled", {"reason": "cancelled while queued"})
+            # Like every other final state: the requester hears of it (email, webhook).
+            _notify_on_commit(job)
         else:
             BenchmarkJob.objects.filter(
                 pk=job.pk, status__in=[Status.CLAIMED, Status.RUNNING], cancel_requested_at=None
@@ -365,11 +448,8 @@ def approve_host(*, host: WorkerHost, user: User | None, approved: bool = True) 
 def request_quick_prompt(
     *, host: WorkerHost, user: User, server_url: str, model: str, prompt: str
 ) -> QuickPrompt:
-    from worker.tasks import run_quick_prompt
-
-    quick = QuickPrompt.objects.create(
+    """Store the prompt; the host's worker answers it from its own prompt consumer as soon as
+    the host runs no job (worker.quick), not through the benchmark queue."""
+    return QuickPrompt.objects.create(
         host=host, requested_by=user, server_url=server_url, model=model, prompt=prompt[:4000]
     )
-    quick_id, queue = quick.pk, host.queue_name
-    transaction.on_commit(lambda: run_quick_prompt.apply_async((quick_id,), queue=queue))
-    return quick

@@ -43,6 +43,8 @@ def run_benchmark_job(self, job_id: int) -> str:
 
 @shared_task(name="worker.run_quick_prompt", acks_late=True, soft_time_limit=300, time_limit=330)
 def run_quick_prompt(prompt_id: int) -> str:
+    """Kept for messages an earlier site queued; prompts now have their own consumer in each
+    lab worker (worker.quick), and the claim in answer_prompt makes a duplicate harmless."""
     from worker.quick import answer_prompt
 
     return answer_prompt(prompt_id)

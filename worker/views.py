@@ -57,13 +57,20 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_safe
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(BenchmarkJob.objects.select_related("host", "run"), pk=pk)
-    events = list(JobEvent.objects.filter(job=job, attempt=job.attempts).order_by("-seq")[:200])
+    # Every attempt's events, newest attempt first: a lost worker's story stays readable.
+    events = list(JobEvent.objects.filter(job=job).order_by("-attempt", "-seq")[:300])
+    insider = job.shows_raw_text_to(request.user)
     context = {
         "job": job,
         "events": events,
         "can_operate": request.user.has_perm(OPERATE),
-        "raw_error": job.shows_raw_text_to(request.user),
-        "earlier_attempts": job.attempts > 1,
+        "raw_error": insider,
+        # Cancelling is the requester's or an operator's, and only while the job can change;
+        # decided here so the polled partial drops the button once the job is final.
+        "can_cancel": insider and not job.is_final,
+        # Receivers' URLs are the requester's own: nobody else sees the deliveries.
+        "deliveries": list(job.deliveries.order_by("created_at")) if insider else [],
+        "shared_prompts": job.shared_with_prompts.count(),
     }
     if getattr(request, "htmx", False):
         response = render(request, "worker/job.html#progress", context)
@@ -74,7 +81,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _inventory_choices() -> list[tuple[str, str]]:
     choices = []
-    for host in WorkerHost.objects.exclude(approved_at=None):
+    for host in WorkerHost.objects.approved():
         for server in host.inventory:
             for model in server.get("models", []):
                 choices.append(
@@ -90,21 +97,25 @@ def _inventory_choices() -> list[tuple[str, str]]:
 @permission_required(OPERATE, raise_exception=True)
 @limit_posts("lab_job")
 def new_job(request: HttpRequest) -> HttpResponse:
-    form = JobForm(request.POST or None, servers=_inventory_choices())
+    form = JobForm(
+        request.POST or None, servers=_inventory_choices(), pools=services.served_pools()
+    )
     if request.method == "POST" and form.is_valid():
         fields = {name: form.cleaned_data[name] for name in form.Meta.fields}
-        server = form.cleaned_data.get("server")
-        if server and not fields["endpoint_url"]:
-            fields["endpoint_url"] = server.split("|", 1)[0]
-        if server and not fields["model"]:
-            fields["model"] = server.split("|")[1]
         job = services.queue_job(
             requested_by=request.user,
             launch_flags=form.instance.launch_flags,
             suites=form.instance.suites,
             **fields,
         )
-        messages.success(request, f"Job {job.pk} queued on pool {job.pool}.")
+        where = (
+            f"host {form.placement.hosts[0].name}"
+            if job.pool == form.placement.hosts[0].queue_name
+            else f"pool {job.pool}"
+        )
+        messages.success(request, f"Job {job.pk} queued on {where}.")
+        if form.placement and form.placement.warning:
+            messages.warning(request, form.placement.warning)
         return redirect("lab:job", pk=job.pk)
     return render(request, "worker/new_job.html", {"form": form})
 
@@ -176,12 +187,20 @@ def host_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @permission_required(OPERATE, raise_exception=True)
 def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    quick = get_object_or_404(QuickPrompt, pk=pk, requested_by=request.user)
+    quick = get_object_or_404(
+        QuickPrompt.objects.select_related("host__current_job"), pk=pk, requested_by=request.user
+    )
     done = quick.status in (QuickPrompt.Status.DONE, QuickPrompt.Status.FAILED)
+    # A waiting prompt says why: the host runs a job (until about its ETA) or is offline.
+    busy_with = quick.host.current_job if quick.status == QuickPrompt.Status.QUEUED else None
+    context = {
+        "quick": quick,
+        "busy_with": busy_with if busy_with and not busy_with.is_final else None,
+    }
     if getattr(request, "htmx", False):
-        response = render(request, "worker/prompt.html#reply", {"quick": quick})
+        response = render(request, "worker/prompt.html#reply", context)
         return HttpResponseStopPolling(response.content) if done else response
-    return render(request, "worker/prompt.html", {"quick": quick})
+    return render(request, "worker/prompt.html", context)
 
 
 @login_required

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from django.test import Client
 
 from runs.models import Run
 from runs.services import refresh_stack_stats
-from worker.models import JobEvent
+from worker import services
+from worker.models import BenchmarkJob, JobEvent, WorkerHost
 from worker.tests.lab import approve, finished, queue_over_http, smollm_gguf, start_worker, wait_for
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
@@ -71,7 +75,9 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
 def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
     tmp_path, operator, alice_key
 ) -> None:
-    worker = start_worker(tmp_path, "lab-m", ["cpu.test"])
+    var = tmp_path / "var-lab-m"
+    tmp_logs = {p.name for p in Path(tempfile.gettempdir()).glob("llama-server-*.log")}
+    worker = start_worker(tmp_path, "lab-m", ["cpu.test"], env={"BENCHLOOP_VAR_DIR": str(var)})
     try:
         approve("lab-m")
         job_id = queue_over_http(
@@ -93,6 +99,50 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
     assert messages[0].startswith("starting llama-server with SmolLM2-135M-Instruct")
     assert "managed llama.cpp server is healthy" in messages
     assert messages[-1] == "stopped the managed llama.cpp server"
+    # The attempt's folder (engine home, server log) went with it; no log was left in /tmp.
+    assert (var / "lab-jobs").is_dir() and list((var / "lab-jobs").iterdir()) == []
+    assert {p.name for p in Path(tempfile.gettempdir()).glob("llama-server-*.log")} <= tmp_logs
     run = Run.objects.get(pk=job.run_id)
     assert run.stack.engine == "llama.cpp"
     assert run.is_verified == (run.contention_status != "contended")
+
+
+def test_a_job_for_a_server_on_another_host_runs_on_that_host(
+    tmp_path, operator, llm_url, llm_model, monkeypatch
+) -> None:
+    """The operator picks, in the new-job form, a server that the second host reported: the
+    job goes to that host (not to the first host's pool) with the model the server names."""
+    near = start_worker(tmp_path, "lab-near", ["cpu.test"])
+    far = start_worker(tmp_path, "lab-far", ["gpu.test"], servers=[llm_url])
+    try:
+        approve("lab-near")
+        far_host = approve("lab-far")
+        wait_for(
+            lambda: WorkerHost.objects.get(pk=far_host.pk).inventory, 60, "lab-far's inventory"
+        )
+        client = Client()
+        client.force_login(operator)
+        form = client.get("/lab/jobs/new/").context["form"]
+        choice = next(value for value, _ in form.fields["server"].choices if "lab-far" in value)
+        # Held back until the job is narrowed to one task (the form offers no task list).
+        held = []
+        monkeypatch.setattr(services, "dispatch_job", lambda **kw: held.append(kw))
+        response = client.post(
+            "/lab/jobs/new/",
+            {"server": choice, "target": "endpoint", "provider": "auto", "profile": ""}
+            | {"suites_text": "speed", "trials": 1, "harness": "raw", "max_tokens": 24}
+            | {"priority": 5, "binary": "llama-server"},
+        )
+        assert response.status_code == 302, response.context["form"].errors
+        job = BenchmarkJob.objects.get()
+        assert (job.pool, job.model) == ("host.lab-far", llm_model)
+        BenchmarkJob.objects.filter(pk=job.pk).update(tasks=["speed-p128-short"])
+        monkeypatch.undo()
+        assert [kw["pool"] for kw in held] == ["host.lab-far"]
+        services.dispatch_job(**held[0])
+        job = wait_for(lambda: finished(job.pk), 240, "the job to finish")
+        assert job.status == "succeeded", (job.error, far.log()[-3000:])
+    finally:
+        near.stop()
+        far.stop()
+    assert job.host.name == "lab-far"

@@ -12,7 +12,14 @@ from django.utils import timezone
 from runs.models import Run
 from worker import services
 from worker.models import BenchmarkJob, JobEvent, WorkerHost
-from worker.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
+from worker.tests.lab import (
+    QUICK_TASKS,
+    approve,
+    finished,
+    queue_over_http,
+    start_worker,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 ALL_SPEED = ["speed-p128-*", "speed-p512-short"]
@@ -156,7 +163,18 @@ def test_an_unapproved_host_gets_no_jobs_and_pools_stay_apart(
             60,
             "both hosts to register",
         )
-        waiting = queue_over_http(alice_key, endpoint_url=llm_url, model=llm_model, pool="pool.a")
+        # The API refuses a pool that no approved host serves; a job stored while one was
+        # (its host's approval since withdrawn) waits, and no unapproved host takes it.
+        waiting = services.queue_job(
+            requested_by=operator,
+            model=llm_model,
+            endpoint_url=llm_url,
+            pool="pool.a",
+            suites=["speed"],
+            tasks=QUICK_TASKS,
+            trials=1,
+            max_tokens=24,
+        ).pk
         time.sleep(6)  # several heartbeats: an unapproved host must not have touched it
         assert _status(waiting) == "queued"
 

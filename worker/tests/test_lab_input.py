@@ -17,7 +17,7 @@ from worker import services
 from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
 from worker.quick import answer_prompt
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lab_hosts")]
 JOB = {"model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080/v1", "pool": "cpu"}
 
 
@@ -122,7 +122,7 @@ def test_a_hosts_heartbeat_and_hardware_are_stored_whatever_they_hold() -> None:
 def test_a_lab_host_name_that_cannot_be_one_is_refused_at_registration(name) -> None:
     with pytest.raises(ValueError, match="lab host name"):
         services.register_host(name=name, pools=["cpu"], hardware_info={})
-    assert not WorkerHost.objects.exists()
+    assert WorkerHost.objects.count() == 2  # only the lab_hosts fixture's
 
 
 class _Endpoint:

@@ -95,6 +95,7 @@ def test_only_operators_queue_jobs_and_only_staff_approve_hosts(
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("lab_hosts")
 def test_the_form_queues_a_job(operator) -> None:
     client = Client()
     client.force_login(operator)

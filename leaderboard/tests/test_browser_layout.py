@@ -90,9 +90,7 @@ def _pages() -> dict[str, str]:
 
 def _check(page, name: str, width: int) -> list[str]:
     problems = []
-    overflow = page.evaluate(
-        "document.scrollingElement.scrollWidth - window.innerWidth"
-    )
+    overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
     if overflow > 0:
         problems.append(f"{name}@{width}: the page scrolls sideways by {overflow}px")
     for cell in page.evaluate(TRUST):

@@ -258,7 +258,10 @@ def _visibility_note(run: Run, private: bool) -> str:
     submission = getattr(run, "submission", None)
     status = submission.status if submission is not None else None
     if run.visibility == Visibility.UNLISTED and status == Status.APPROVED:
-        return "This run is unlisted: anyone with its link can open it, and it appears on no public list."
+        return (
+            "This run is unlisted: anyone with its link can open it, and it appears on no "
+            "public list."
+        )
     if not private:
         return ""
     if status in (Status.PENDING, Status.FLAGGED):

@@ -250,6 +250,10 @@ def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
             + ("location", "days", "verified", "bv")
         ),
     }
+    # Folded on a phone unless the visitor has chosen something inside the fold.
+    context["fold_open"] = context["more_open"] or any(
+        getattr(filters, name) for name in ("q", "engine", "quant")
+    )
     return _compact(render_to_string("leaderboard/_board_form.html", context, request=request))
 
 

@@ -61,6 +61,11 @@ CLIPPED = """() => Array.from(document.querySelectorAll('main table')).filter(ta
 }).map(t => t.className)"""
 
 
+# Tables that must fit their box at every width, phones included.
+FITS = """() => Array.from(document.querySelectorAll('table.speed-table')).filter(
+  table => table.scrollWidth > table.parentElement.clientWidth + 1).map(t => t.className)"""
+
+
 def _pages() -> dict[str, str]:
     from runs.models import Hardware, Run, Stack
 
@@ -102,6 +107,8 @@ def _check(page, name: str, width: int) -> list[str]:
             problems.append(f"{name}@{width}: the trust column is off screen")
     for box in page.evaluate(INNER_SCROLL):
         problems.append(f"{name}@{width}: {box} scrolls on its own")
+    for table in page.evaluate(FITS):
+        problems.append(f"{name}@{width}: {table} is wider than its box")
     for table in page.evaluate(CLIPPED):
         problems.append(f"{name}@{width}: table {table} is clipped")
     return problems

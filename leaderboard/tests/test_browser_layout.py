@@ -67,6 +67,8 @@ FITS = """() => Array.from(document.querySelectorAll('table.speed-table')).filte
 
 
 def _pages() -> dict[str, str]:
+    from django.urls import reverse
+
     from runs.models import Hardware, Run, Stack
 
     busiest = list(
@@ -74,6 +76,7 @@ def _pages() -> dict[str, str]:
         .order_by("-published_run_count", "id")
         .values_list("id", flat=True)[:2]
     )
+    stack = Stack.objects.get(pk=busiest[0])
     run_id = Run.objects.filter(suite_results__tasks__samples__isnull=False).values("id")[0]["id"]
     hardware = Hardware.objects.filter(runs__isnull=False).order_by("id").first()
     submitter = Run.objects.filter(submission__submitter_name__gt="").first().submission
@@ -85,11 +88,13 @@ def _pages() -> dict[str, str]:
         "hardware": f"/hardware/{hardware.id}/",
         "submitter": submitter.submitter_url,
         "stack": f"/stacks/{busiest[0]}/",
+        "model": reverse("leaderboard:model", args=[stack.model_id]),
         "compare": f"/compare/?stacks={busiest[0]},{busiest[1]}",
         "run": f"/runs/{run_id}/",
         "methodology": "/methodology/",
         "data": "/data/",
         "signup": "/account/signup/",
+        "login": "/account/login/",
     }
 
 

@@ -21,7 +21,7 @@ from leaderboard.tests.test_browser import (  # noqa: E402
     _sync_code_beside_an_event_loop,  # noqa: F401
     browser,  # noqa: F401
 )
-from leaderboard.tests.test_browser_layout import _pages  # noqa: E402
+from leaderboard.tests.test_browser_layout import _pages, owner_pages, signed_in  # noqa: E402
 
 pytestmark = pytest.mark.browser
 AXE_VERSION = "4"
@@ -89,4 +89,32 @@ def test_no_serious_or_critical_axe_findings_in_either_theme(
                         f"({v['help']}) at {v['targets']}"
                     )
             context.close()
+    assert not findings, "\n".join(findings)
+
+
+def test_no_serious_or_critical_axe_findings_on_a_submitters_pages(
+    live_server,
+    browser,  # noqa: F811
+    axe_script,
+    alice,
+    alice_key,
+    envelope,
+) -> None:
+    pages = owner_pages(alice_key, envelope)
+    findings = []
+    for scheme in ("light", "dark"):
+        context = signed_in(
+            browser,
+            live_server,
+            alice,
+            viewport={"width": 1280, "height": 900},
+            color_scheme=scheme,
+            bypass_csp=True,
+        )
+        page = context.new_page()
+        for name, path in pages.items():
+            page.goto(f"{live_server.url}{path}")
+            page.add_script_tag(path=str(axe_script))
+            findings += [f"{name} {scheme}: {v}" for v in page.evaluate(RUN_AXE)]
+        context.close()
     assert not findings, "\n".join(findings)

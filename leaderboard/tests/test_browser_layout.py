@@ -141,3 +141,56 @@ def test_every_page_at_every_width_in_both_themes(live_server, demo, browser) ->
                 page.screenshot(path=SHOTS / f"{name}-{width}-{scheme}.png", full_page=True)
             context.close()
     assert not problems, "\n".join(problems)
+
+
+def signed_in(browser, live_server, user, **options):  # noqa: F811
+    """A browser context with `user`'s session cookie."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    context = browser.new_context(**options)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    context.add_cookies(
+        [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}]
+    )
+    return context
+
+
+def owner_pages(alice_key, envelope) -> dict[str, str]:
+    """A submitter's pages: Your runs with a pending upload, and that run's own page."""
+    from django.test import Client
+
+    from submissions.tests.conftest import post_json
+
+    run_id = post_json(Client(), "/api/v1/runs", envelope, alice_key).json()["id"]
+    return {"your-runs": "/account/runs/", "pending-run": f"/runs/{run_id}/"}
+
+
+def test_a_submitters_pages_at_every_width(
+    live_server,
+    browser,  # noqa: F811
+    alice,
+    alice_key,
+    envelope,
+) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pages = owner_pages(alice_key, envelope)
+    problems: list[str] = []
+    for scheme in ("light", "dark"):
+        for width in WIDTHS:
+            context = signed_in(
+                browser,
+                live_server,
+                alice,
+                viewport={"width": width, "height": 900},
+                color_scheme=scheme,
+            )
+            page = context.new_page()
+            for name, path in pages.items():
+                assert page.goto(f"{live_server.url}{path}").status == 200, path
+                problems += _check(page, name, width)
+                page.screenshot(path=SHOTS / f"{name}-{width}-{scheme}.png", full_page=True)
+            context.close()
+    assert not problems, "\n".join(problems)

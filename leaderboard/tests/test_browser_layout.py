@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 SHOTS = SCREENSHOTS / "layout"
 WIDTHS = (390, 1280, 1366, 1920)
 # At 1280 px and up these fit the width, trust column included, without scrolling sideways.
-BOARDS = ("leaderboard", "hardware")
+BOARDS = ("leaderboard", "hardware", "submitter")
 
 # For each table that holds a trust column: where its cells are, against the viewport and
 # against the nearest ancestor that scrolls sideways.

@@ -85,6 +85,8 @@ def _pages() -> dict[str, str]:
         "leaderboard": "/leaderboard/",
         "leaderboard-4090": "/leaderboard/?hw=rtx-4090-24gb",
         "leaderboard-all-hardware": "/leaderboard/?hw=all",
+        "leaderboard-24gb": "/leaderboard/?vram=24",
+        "leaderboard-legacy": "/leaderboard/?hw=all&scale=v2",
         "hardware": f"/hardware/{hardware.id}/",
         "submitter": submitter.submitter_url,
         "stack": f"/stacks/{busiest[0]}/",

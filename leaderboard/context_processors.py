@@ -13,7 +13,7 @@ _NEXT_THEME = {"auto": "dark", "dark": "light", "light": "auto"}
 def _nav_urls() -> dict[str, str]:
     # The same on every request: reversing them once per process keeps every page's shell cheap
     # (thirteen {% url %} tags were an eighth of a cached leaderboard request).
-    names = ("home", "leaderboard", "compare", "methodology", "feed", "theme")
+    names = ("home", "leaderboard", "compare", "methodology", "data", "feed", "theme")
     return {name: reverse(f"leaderboard:{name}") for name in names} | {
         "lab": reverse("lab:queue"),
         "login": reverse("accounts:login"),
@@ -21,6 +21,8 @@ def _nav_urls() -> dict[str, str]:
         "profile": reverse("accounts:profile"),
         "logout": reverse("accounts:logout"),
         "moderation": reverse("submissions:queue"),
+        "api_docs": reverse("api-docs"),
+        "api_schema": reverse("api-schema"),
     }
 
 

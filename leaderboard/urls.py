@@ -27,6 +27,7 @@ urlpatterns = [
     re_path(r"^leaderboard/export\.(?P<fmt>csv|json|md)$", board.export, name="export"),
     path("leaderboard/feed.atom", board.feed, name="feed"),
     path("methodology/", board.methodology, name="methodology"),
+    path("data/", board.data, name="data"),
     path("theme/", board.set_theme, name="theme"),
     path("stacks/<int:pk>/", pages.stack_detail, name="stack"),
     path("stacks/<int:pk>/share.png", images.stack_image, name="stack_image"),

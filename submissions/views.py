@@ -178,7 +178,10 @@ def my_runs(request: HttpRequest) -> HttpResponse:
         .order_by("-created_at")
     )
     page = Paginator(submissions, 50).get_page(request.GET.get("page"))
-    return render(request, "accounts/runs.html", {"page": page})
+    # Rows must be told apart (issue 18): each says when it ran, its profile, how complete it
+    # is (the queue's own rule) and its status.
+    rows = [(s, moderation_queue.completeness(s.run)) for s in page.object_list]
+    return render(request, "accounts/runs.html", {"page": page, "rows": rows})
 
 
 def _get_own_submission(request: HttpRequest, run_id: int) -> Submission:

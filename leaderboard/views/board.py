@@ -25,7 +25,7 @@ from leaderboard import cache as board_cache
 from leaderboard import charts, exports, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
-from runs.models import HardwareKind, Run, ScoreScale, Stack
+from runs.models import HardwareClass, HardwareKind, Run, ScoreScale, Stack
 
 NEWEST_DAYS = 90
 THEME_COOKIE = "theme"
@@ -250,6 +250,10 @@ def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
             + ("location", "days", "verified", "bv")
         ),
     }
+    # Folded on a phone unless the visitor has chosen something inside the fold.
+    context["fold_open"] = context["more_open"] or any(
+        getattr(filters, name) for name in ("q", "engine", "quant")
+    )
     return _compact(render_to_string("leaderboard/_board_form.html", context, request=request))
 
 
@@ -378,6 +382,22 @@ def feed(request: HttpRequest) -> HttpResponse:
 @require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/methodology.html")
+
+
+@require_safe
+def data(request: HttpRequest) -> HttpResponse:
+    """The exports, the feeds and the API in one place, with examples for a real hardware
+    class (the one with the most published runs)."""
+    example = (
+        HardwareClass.objects.annotate(n=Count("runs", filter=Q(runs__published=True)))
+        .filter(n__gt=0)
+        .order_by("-n", "slug")
+        .only("slug", "label")
+        .first()
+    )
+    return render(
+        request, "leaderboard/data.html", {"example": example, "base": _base_url(request)}
+    )
 
 
 @require_POST

@@ -250,6 +250,32 @@ def _get_visible_run(request, pk: int) -> tuple[Run, bool]:
     raise Http404("no such run")
 
 
+def _visibility_note(run: Run, private: bool) -> str:
+    """Who can open this page, said as _get_visible_run decides it (issue 18: an owner's
+    pending run must not claim that its link works for everyone)."""
+    if run.published:
+        return ""
+    submission = getattr(run, "submission", None)
+    status = submission.status if submission is not None else None
+    if run.visibility == Visibility.UNLISTED and status == Status.APPROVED:
+        return (
+            "This run is unlisted: anyone with its link can open it, and it appears on no "
+            "public list."
+        )
+    if not private:
+        return ""
+    if status in (Status.PENDING, Status.FLAGGED):
+        return (
+            "This run waits for moderation. Only you and moderators can see it until it is "
+            "approved; anyone else who opens its link gets “not found”."
+        )
+    if status == Status.REJECTED:
+        return "This run was rejected. Only you and moderators can see it; it is on no public page."
+    if status == Status.WITHDRAWN:
+        return "This run is withdrawn. Only you and moderators can see it; it is on no public page."
+    return "This run is not public. Only you and moderators can see it."
+
+
 @require_safe
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One run's receipts: suites, tasks, verifier notes, latencies and trials."""
@@ -308,6 +334,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "command": redact_command(run.command_used),
         "context_lane": context_lane,
         "unlisted": not run.published,
+        "visibility_note": _visibility_note(run, private),
         "report_url": report_url if request.user.is_authenticated else "",
         "share": share_meta(
             request,

@@ -38,9 +38,8 @@ def test_an_engine_module_that_imports_the_site_breaks_them(tmp_path: Path) -> N
         )
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     stats = tmp_path / "worker" / "engine" / "stats.py"
-    stats.write_text(
-        stats.read_text() + "\n\ndef _sneaky():\n    from runs.models import Run\n\n    return Run\n"
-    )
+    sneaky = "\n\ndef _sneaky():\n    from runs.models import Run\n\n    return Run\n"
+    stats.write_text(stats.read_text() + sneaky)
     result = _lint(tmp_path)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "BROKEN" in result.stdout and "worker.engine.stats -> runs.models" in result.stdout

@@ -13,7 +13,7 @@ COPY leaderboard ./leaderboard
 COPY runs ./runs
 COPY submissions ./submissions
 COPY worker ./worker
-RUN pip install .
+RUN pip install ".[site]"
 COPY manage.py ./
 COPY templates ./templates
 COPY static ./static

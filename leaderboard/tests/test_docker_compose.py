@@ -85,6 +85,8 @@ def test_the_commands_exist_in_this_project() -> None:
 
 def test_the_image_build_inputs_exist() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
+    # The base distribution is the CLI alone; the image serves the site.
+    assert 'RUN pip install ".[site]"' in dockerfile.splitlines()
     for line in dockerfile.splitlines():
         if line.startswith("COPY "):
             for source in line.split()[1:-1]:

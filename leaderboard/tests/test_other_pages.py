@@ -21,7 +21,7 @@ def test_the_landing_page_explains_and_shows_the_newest_verified_results(client:
     add_runs(record(model_id="selfmade:8b"))
     add_runs(record(model_id="labmade:8b"), verified=True)
     html = client.get("/").content.decode()
-    assert "pip install benchloop" in html and "benchloop submit" in html
+    assert "<code>pip install .</code>" in html and "benchloop submit" in html
     assert "Newest verified results" in html
     newest = html.split("Newest verified results")[1]
     assert "labmade:8b" in newest and "selfmade:8b" not in newest

@@ -149,8 +149,8 @@ def main() -> None:
         os.environ.update({k: env[k] for k in ("DATABASE_URL", "CELERY_BROKER_URL", "DEBUG")})
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchloop_site.settings")
         django.setup()
-        from worker import services
-        from worker.models import BenchmarkJob, JobEvent, WorkerHost
+        from lab import services
+        from lab.models import BenchmarkJob, JobEvent, WorkerHost
 
         deadline = time.time() + 120
         while not WorkerHost.objects.filter(name="bench").exists():

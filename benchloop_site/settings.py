@@ -90,7 +90,7 @@ INSTALLED_APPS = [
     "runs",
     "submissions",
     "leaderboard",
-    "worker",
+    "lab",
 ]
 
 MIDDLEWARE = [

@@ -11,7 +11,7 @@ from submissions.api import LegacySubmitView
 api_v1 = [
     path("", include("submissions.api_urls")),
     path("", include("runs.api_urls")),
-    path("", include("worker.api_urls")),
+    path("", include("lab.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]
@@ -22,7 +22,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("submit", LegacySubmitView.as_view(), name="legacy-submit"),
     path("account/", include("submissions.urls")),
-    path("lab/", include("worker.urls")),
+    path("lab/", include("lab.urls")),
     path("", include("submissions.moderation_urls")),
     path("", include("leaderboard.urls")),
 ]

@@ -26,9 +26,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.tests.lab import wait_for
 from worker.engine.testing.xllama_launcher import free_port
 from worker.managed import stop_process_group
-from worker.tests.lab import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = Path(sys.executable).parent.parent

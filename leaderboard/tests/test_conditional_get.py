@@ -7,11 +7,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from lab import services as lab
+from lab.models import BenchmarkJob
 from leaderboard.tests.factories import add_runs, ensure_lanes, record
 from runs.services import set_published
 from submissions.models import Status
-from worker import services as lab
-from worker.models import BenchmarkJob
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
+from lab import services as lab
+from lab.models import BenchmarkJob
 from leaderboard.tests.factories import add_runs, record
-from worker import services as lab
-from worker.models import BenchmarkJob
 
 # Query strings some pages need to show more than their empty state.
 EXTRA_QUERY = {"leaderboard:compare": "?stacks={stack},{other}", "leaderboard:compare_image": ""}

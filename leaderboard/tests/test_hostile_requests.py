@@ -16,11 +16,11 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
+from lab.tests.lab import wait_for
 from runs.models import Run
 from submissions.services import create_api_key
 from submissions.tests.test_key_never_logged import REPO, _production_gunicorn_args
 from worker.engine.testing.xllama_launcher import free_port
-from worker.tests.lab import wait_for
 
 LIMIT = 200_000
 NUL_SESSION = '"\\000' + "a" * 31 + '"'  # how a cookie header carries NUL: Django decodes \000

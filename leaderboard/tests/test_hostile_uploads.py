@@ -19,14 +19,14 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.html import escape
 
+from lab import services as lab
+from lab.models import BenchmarkJob
 from leaderboard.tests.factories import add_runs, record
 from leaderboard.tests.lane_factories import refresh_lanes
 from runs.models import HardwareClass, Run
 from submissions.models import Submission
 from submissions.services import moderate_submission
 from submissions.tests.conftest import post_json
-from worker import services as lab
-from worker.models import BenchmarkJob
 
 pytestmark = pytest.mark.django_db
 ATOM = "{http://www.w3.org/2005/Atom}"

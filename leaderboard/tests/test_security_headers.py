@@ -18,8 +18,8 @@ from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import Client
 
+from lab import services as lab
 from leaderboard.tests.factories import add_runs, record
-from worker import services as lab
 
 pytestmark = pytest.mark.django_db
 REPO = Path(__file__).resolve().parents[2]

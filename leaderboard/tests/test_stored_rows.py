@@ -11,14 +11,14 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
+from lab import services as lab
+from lab.models import BenchmarkJob
+from lab.notifications import notify_finished
 from leaderboard.tests.factories import add_runs, record
 from runs.models import Hardware, Run, Stack
 from runs.services import refresh_stack_stats
 from submissions.models import Submission
 from submissions.tests.surfaces import assert_renders, public_urls
-from worker import services as lab
-from worker.models import BenchmarkJob
-from worker.notifications import notify_finished
 
 pytestmark = pytest.mark.django_db
 ATOM = "{http://www.w3.org/2005/Atom}"

@@ -8,10 +8,10 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from lab.models import WorkerHost
 from runs import normalize
 from runs.models import Hardware, HardwareClass, Lane, Run, Stack
 from submissions.models import UploadAttempt
-from worker.models import WorkerHost
 
 BEFORE = [("runs", "0004_redact_public_fields")]
 

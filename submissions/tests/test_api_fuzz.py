@@ -26,9 +26,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from lab import services as lab
 from runs.models import Run
 from submissions.services import create_api_key
-from worker import services as lab
 
 MAX_EXAMPLES = int(os.environ.get("BENCHLOOP_FUZZ_EXAMPLES", "12"))
 DEEP = os.environ.get("BENCHLOOP_FUZZ_DEEP") == "1"

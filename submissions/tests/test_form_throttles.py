@@ -7,9 +7,9 @@ import uuid
 import pytest
 from django.test import Client
 
+from lab.models import BenchmarkJob
 from submissions.models import ApiKey, DeviceAuthorization, RunReport
 from submissions.tests.conftest import post_json
-from worker.models import BenchmarkJob
 
 pytestmark = pytest.mark.django_db
 

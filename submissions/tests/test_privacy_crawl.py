@@ -11,6 +11,8 @@ from itertools import count
 import pytest
 from django.test import Client
 
+from lab import notifications, services
+from lab.models import BenchmarkJob, WorkerHost
 from leaderboard.views import images
 from runs.models import Run
 from runs.public import NOTE_FIELDS
@@ -18,8 +20,6 @@ from runs.services import refresh_stack_stats
 from submissions.models import Submission
 from submissions.services import moderate_submission
 from submissions.tests.conftest import post_json
-from worker import notifications, services
-from worker.models import BenchmarkJob, WorkerHost
 
 pytestmark = pytest.mark.django_db
 

@@ -14,13 +14,13 @@ from django.urls.resolvers import RegexPattern, RoutePattern
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.views import APIView
 
+from lab import services as lab
+from lab.models import BenchmarkJob, NotificationSettings, QuickPrompt, WebhookDelivery
+from lab.notifications import notify_finished
 from runs.models import Run
 from submissions.models import ApiKey, DeviceAuthorization, Status, Submission
 from submissions.services import approve_device_authorization, start_device_authorization
 from submissions.tests.conftest import post_json
-from worker import services as lab
-from worker.models import BenchmarkJob, NotificationSettings, QuickPrompt, WebhookDelivery
-from worker.notifications import notify_finished
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from worker import api
+from lab import api
 
 urlpatterns = [
     path("jobs", api.JobQueueView.as_view(), name="api-jobs"),

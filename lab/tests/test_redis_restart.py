@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from lab.models import BenchmarkJob, JobEvent
+from lab.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
 from runs.models import Run
 from worker.engine.testing.xllama_launcher import free_port
-from worker.models import BenchmarkJob, JobEvent
-from worker.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 TASKS = ["speed-p128-short", "speed-p128-medium"]  # the broker dies after the first
@@ -177,7 +177,7 @@ def test_a_job_queued_while_the_broker_is_down_is_sent_once_it_is_back(
 
     from django.utils import timezone
 
-    from worker import services
+    from lab import services
 
     with _site_broker(drill_redis.url):
         drill_redis.kill()

@@ -18,9 +18,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchloop_site.links import absolute_url
+from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 from runs import bounds
 from worker.engine.redact import redact_text
-from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 
 SIGNATURE_HEADER = "X-BenchLoop-Signature"
 TOLERANCE_SECONDS = 300
@@ -82,7 +82,7 @@ def job_payload(job: BenchmarkJob) -> dict:
 
 
 def notify_finished(job_id: int) -> None:
-    from worker.tasks import deliver_webhook
+    from lab.tasks import deliver_webhook
 
     job = BenchmarkJob.objects.select_related("requested_by").get(pk=job_id)
     prefs, _ = NotificationSettings.objects.get_or_create(user=job.requested_by)

@@ -13,10 +13,10 @@ from pathlib import Path
 from django.db import connection
 from django.test import Client
 
+from lab import services
+from lab.models import BenchmarkJob, WorkerHost
 from submissions.tests.conftest import post_json
-from worker import services
 from worker.managed import stop_process_group
-from worker.models import BenchmarkJob, WorkerHost
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK_TASKS = ["speed-p128-short", "speed-p128-medium"]

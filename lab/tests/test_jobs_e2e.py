@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from lab import services
+from lab.models import BenchmarkJob, JobEvent, WorkerHost
+from lab.tests.lab import approve, finished, queue_over_http, smollm_gguf, start_worker, wait_for
 from runs.models import Run
 from runs.services import refresh_stack_stats
-from worker import services
-from worker.models import BenchmarkJob, JobEvent, WorkerHost
-from worker.tests.lab import approve, finished, queue_over_http, smollm_gguf, start_worker, wait_for
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 SMOKE_SAMPLE = ["speed-p128-short", "tc-01", "rm-01"]

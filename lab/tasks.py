@@ -7,8 +7,8 @@ import logging
 from celery import shared_task
 from django.db import OperationalError
 
-from worker import services
-from worker.models import BenchmarkJob, WorkerHost
+from lab import services
+from lab.models import BenchmarkJob, WorkerHost
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
     time_limit=3 * 3600 + 300,
 )
 def run_benchmark_job(self, job_id: int) -> str:
-    from worker.labhost import current_host_name
-    from worker.runner import TransientJobError, run_job
+    from lab.labhost import current_host_name
+    from lab.runner import TransientJobError, run_job
 
     name = current_host_name()
     host = WorkerHost.objects.filter(name=name).first() if name else None
@@ -44,8 +44,8 @@ def run_benchmark_job(self, job_id: int) -> str:
 @shared_task(name="worker.run_quick_prompt", acks_late=True, soft_time_limit=300, time_limit=330)
 def run_quick_prompt(prompt_id: int) -> str:
     """Kept for messages an earlier site queued; prompts now have their own consumer in each
-    lab worker (worker.quick), and the claim in answer_prompt makes a duplicate harmless."""
-    from worker.quick import answer_prompt
+    lab worker (lab.quick), and the claim in answer_prompt makes a duplicate harmless."""
+    from lab.quick import answer_prompt
 
     return answer_prompt(prompt_id)
 
@@ -57,7 +57,7 @@ def reap_stale_jobs() -> dict:
 
 @shared_task(name="worker.notify_job_finished", soft_time_limit=60, time_limit=90)
 def notify_job_finished(job_id: int) -> None:
-    from worker.notifications import notify_finished
+    from lab.notifications import notify_finished
 
     notify_finished(job_id)
 
@@ -66,7 +66,7 @@ def notify_job_finished(job_id: int) -> None:
     name="worker.deliver_webhook", bind=True, max_retries=6, soft_time_limit=60, time_limit=90
 )
 def deliver_webhook(self, delivery_id: int) -> str:
-    from worker.notifications import WebhookFailed, deliver
+    from lab.notifications import WebhookFailed, deliver
 
     try:
         return deliver(delivery_id)

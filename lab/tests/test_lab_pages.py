@@ -11,11 +11,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from lab import services
+from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
+from lab.tests.lab import start_worker, wait_for
 from submissions.tests.conftest import post_json
-from worker import services
-from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
 from worker.pull import PullError, needs_pull, pull_model
-from worker.tests.lab import start_worker, wait_for
 
 RECORDED_PULL = Path(__file__).parent / "data" / "ollama-pull-smollm2.ndjson"
 

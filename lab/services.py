@@ -16,9 +16,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 from runs import bounds, limits
 from submissions.models import Channel
-from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 
 log = logging.getLogger(__name__)
 Status = BenchmarkJob.Status
@@ -130,7 +130,7 @@ def dispatch_job(*, job_id: int, pool: str, priority: int) -> bool:
     error: the job stays queued without ``dispatched_at``, and ``reap_stale_jobs`` sends it
     again once the broker answers. Claiming is atomic, so a duplicate message is harmless.
     """
-    from worker.tasks import run_benchmark_job
+    from lab.tasks import run_benchmark_job
 
     try:
         # Celery serves lower priority numbers first; ours count up from 0 (low) to 9 (high).
@@ -348,7 +348,7 @@ def _release_host(job_id: int) -> None:
 
 
 def _notify_on_commit(job: BenchmarkJob) -> None:
-    from worker.tasks import notify_job_finished
+    from lab.tasks import notify_job_finished
 
     notify_job_finished.delay_on_commit(job.pk)
 
@@ -449,7 +449,7 @@ def request_quick_prompt(
     *, host: WorkerHost, user: User, server_url: str, model: str, prompt: str
 ) -> QuickPrompt:
     """Store the prompt; the host's worker answers it from its own prompt consumer as soon as
-    the host runs no job (worker.quick), not through the benchmark queue."""
+    the host runs no job (lab.quick), not through the benchmark queue."""
     return QuickPrompt.objects.create(
         host=host, requested_by=user, server_url=server_url, model=model, prompt=prompt[:4000]
     )

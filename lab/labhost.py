@@ -39,7 +39,7 @@ def _register(sender=None, **kwargs) -> None:
     name = os.environ.get("BENCHLOOP_LAB_HOST")
     if not name:
         return
-    from worker import services
+    from lab import services
     from worker.engine.hardware import detect_hardware
 
     _state["name"] = name
@@ -63,7 +63,7 @@ def _stop(**kwargs) -> None:
 def _heartbeat_loop(app) -> None:
     from django.db import connection
 
-    from worker import services
+    from lab import services
 
     beats = 0
     while not _state["stop"].wait(0 if beats == 0 else HEARTBEAT_SECONDS):
@@ -81,7 +81,7 @@ def _heartbeat_loop(app) -> None:
 def _prompt_loop() -> None:
     from django.db import connection
 
-    from worker.quick import answer_waiting
+    from lab.quick import answer_waiting
 
     while not _state["stop"].wait(PROMPT_POLL_SECONDS):
         try:

@@ -18,11 +18,11 @@ from django_htmx.http import HttpResponseStopPolling
 
 from benchloop_site.conditional import revalidated
 from benchloop_site.formlimits import limit_posts
+from lab import services
+from lab.forms import JobForm, NotificationForm, QuickPromptForm
+from lab.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
 from leaderboard.exports import XmlSafeAtomFeed
-from worker import services
 from worker.engine.redact import redact_text
-from worker.forms import JobForm, NotificationForm, QuickPromptForm
-from worker.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
 
 OPERATE = "worker.operate_lab"
 

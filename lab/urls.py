@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from worker import views
+from lab import views
 
 app_name = "lab"
 

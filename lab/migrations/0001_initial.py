@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import worker.models
+import lab.models
 from django.conf import settings
 from django.db import migrations, models
 
@@ -67,7 +67,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('email_on_finish', models.BooleanField(default=True)),
                 ('webhook_url', models.URLField(blank=True)),
-                ('webhook_secret', models.CharField(default=worker.models._new_secret, max_length=64)),
+                ('webhook_secret', models.CharField(default=lab.models._new_secret, max_length=64)),
                 ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='notification_settings', to=settings.AUTH_USER_MODEL)),
             ],
         ),

@@ -4,8 +4,8 @@ import shlex
 
 from django import forms
 
+from lab.models import BenchmarkJob, NotificationSettings
 from worker.engine.harnesses import HARNESSES
-from worker.models import BenchmarkJob, NotificationSettings
 
 PROFILE_CHOICES = [("smoke", "smoke"), ("core", "core"), ("full", "full")]
 
@@ -136,7 +136,7 @@ class JobForm(forms.ModelForm):
     def clean(self) -> dict:
         from django.core.exceptions import ValidationError
 
-        from worker.services import place_job
+        from lab.services import place_job
 
         data = super().clean()
         try:
@@ -192,7 +192,7 @@ class NotificationForm(forms.ModelForm):
         fields = ["email_on_finish", "webhook_url"]
 
     def clean_webhook_url(self) -> str:
-        from worker.notifications import webhook_address_problem
+        from lab.notifications import webhook_address_problem
 
         url = self.cleaned_data.get("webhook_url") or ""
         problem = webhook_address_problem(url) if url else None

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from worker import services
-from worker.models import BenchmarkJob
+from lab import services
+from lab.models import BenchmarkJob
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -137,7 +137,7 @@ def test_a_running_jobs_page_at_1280_and_390_px(live_server, browser, operator, 
 
     from django.utils import timezone
 
-    from worker.models import WebhookDelivery, WorkerHost
+    from lab.models import WebhookDelivery, WorkerHost
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     job = services.queue_job(

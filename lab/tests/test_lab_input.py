@@ -11,11 +11,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from lab import services
+from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
+from lab.quick import answer_prompt
 from submissions.tests.conftest import post_json
 from submissions.tests.surfaces import assert_renders
-from worker import services
-from worker.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
-from worker.quick import answer_prompt
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lab_hosts")]
 JOB = {"model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080/v1", "pool": "cpu"}

@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core import mail
 
+from lab import notifications, services
+from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery
+from lab.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
 from leaderboard.tests.factories import add_runs, record
-from worker import notifications, services
-from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery
-from worker.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
 
 
 class Receiver:
@@ -112,7 +112,7 @@ def test_a_failing_receiver_is_retried_with_backoff(operator, django_capture_on_
     delivery.refresh_from_db()
     assert (delivery.attempts, delivery.last_status) == (3, 204)
     assert len(receiver.requests) == 3
-    from worker.tasks import deliver_webhook
+    from lab.tasks import deliver_webhook
 
     assert deliver_webhook.max_retries == 6  # 2, 4, 8, … seconds between tries
 

@@ -1,12 +1,12 @@
-"""The engine and CLI tests use the llama.cpp fixtures that the root conftest loads; the lab
-tests add approved hosts, since a job is only queued to a pool that one serves."""
+"""The lab tests add approved hosts, since a job is only queued to a pool that one serves (the
+llama.cpp fixtures come from the root conftest)."""
 
 from __future__ import annotations
 
 import pytest
 from django.utils import timezone
 
-from worker.models import WorkerHost
+from lab.models import WorkerHost
 
 
 def approved_host(name: str, pools: list[str], inventory: list | None = None) -> WorkerHost:

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
-from worker import services
-from worker.models import (
+from lab import services
+from lab.models import (
     BenchmarkJob,
     JobEvent,
     NotificationSettings,

@@ -11,8 +11,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from worker import services
-from worker.models import BenchmarkJob, WorkerHost
+from lab import services
+from lab.models import BenchmarkJob, WorkerHost
 
 log = logging.getLogger(__name__)
 

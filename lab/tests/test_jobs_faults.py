@@ -9,10 +9,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from runs.models import Run
-from worker import services
-from worker.models import BenchmarkJob, JobEvent, WorkerHost
-from worker.tests.lab import (
+from lab import services
+from lab.models import BenchmarkJob, JobEvent, WorkerHost
+from lab.tests.lab import (
     QUICK_TASKS,
     approve,
     finished,
@@ -20,6 +19,7 @@ from worker.tests.lab import (
     start_worker,
     wait_for,
 )
+from runs.models import Run
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 ALL_SPEED = ["speed-p128-*", "speed-p512-short"]

@@ -9,9 +9,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from worker import quick, services
-from worker.models import BenchmarkJob, QuickPrompt, WorkerHost
-from worker.tests.lab import approve, start_worker, wait_for
+from lab import quick, services
+from lab.models import BenchmarkJob, QuickPrompt, WorkerHost
+from lab.tests.lab import approve, start_worker, wait_for
 
 SERVER = "http://127.0.0.1:8080"
 
@@ -116,7 +116,7 @@ def test_a_prompt_is_answered_once_whoever_finds_it(operator, host, monkeypatch)
 def test_a_quick_prompt_answers_in_seconds_while_a_job_runs(
     tmp_path, operator, alice_key, llm_url, llm_model
 ) -> None:
-    from worker.tests.lab import queue_over_http
+    from lab.tests.lab import queue_over_http
 
     worker = start_worker(tmp_path, "lab-busy", ["cpu.test"], servers=[llm_url])
     try:

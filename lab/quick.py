@@ -15,8 +15,8 @@ import time
 
 from django.utils import timezone
 
+from lab.models import QuickPrompt
 from runs import bounds
-from worker.models import QuickPrompt
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_SECONDS = 0.3
@@ -24,12 +24,12 @@ MAX_TOKENS = 256
 
 
 def answer_prompt(prompt_id: int) -> str:
+    from lab.labhost import current_host_name
     from worker.engine.errors import EngineError
     from worker.engine.metrics import request_metrics
     from worker.engine.providers import make_provider
     from worker.engine.providers.base import ChatRequest
     from worker.engine.transport import Transport
-    from worker.labhost import current_host_name
 
     quick = QuickPrompt.objects.select_related("host").get(pk=prompt_id)
     if quick.host.name != current_host_name() or not quick.host.is_approved:
@@ -89,7 +89,7 @@ def answer_prompt(prompt_id: int) -> str:
 
 def answer_waiting(host_name: str, *, limit: int = 20) -> int:
     """Answer this host's queued prompts, oldest first; how many were answered (or failed)."""
-    from worker.models import WorkerHost
+    from lab.models import WorkerHost
 
     answered = 0
     for prompt_id in (

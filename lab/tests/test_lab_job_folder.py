@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from worker import runner, services
-from worker.models import BenchmarkJob
+from lab import runner, services
+from lab.models import BenchmarkJob
 
 pytestmark = pytest.mark.django_db
 

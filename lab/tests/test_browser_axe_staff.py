@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from leaderboard.tests.test_browser import SCREENSHOTS
-from leaderboard.tests.test_browser_axe import RUN_AXE, axe_script  # noqa: F401
-from leaderboard.tests.test_browser_layout import WIDTHS, _check, owner_pages, signed_in
-from worker import services
-from worker.tests.test_browser_lab import (  # noqa: F401
+from lab import services
+from lab.tests.test_browser_lab import (  # noqa: F401
     _sync_code_beside_an_event_loop,
     browser,
 )
+from leaderboard.tests.test_browser import SCREENSHOTS
+from leaderboard.tests.test_browser_axe import RUN_AXE, axe_script  # noqa: F401
+from leaderboard.tests.test_browser_layout import WIDTHS, _check, owner_pages, signed_in
 
 pytestmark = pytest.mark.browser
 SHOTS = SCREENSHOTS / "staff"

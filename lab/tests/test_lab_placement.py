@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
-
-from submissions.tests.conftest import post_json
-from worker.models import BenchmarkJob, WorkerHost
 from worker.tests.conftest import approved_host
+
+from lab.models import BenchmarkJob, WorkerHost
+from submissions.tests.conftest import post_json
 
 pytestmark = pytest.mark.django_db
 FORM = {"target": "endpoint", "provider": "auto", "binary": "llama-server", "profile": "smoke"} | {
@@ -31,7 +31,7 @@ def operator_client(operator) -> Client:
 def test_a_picked_server_sends_the_job_to_its_host_with_the_model_it_names(
     operator_client, lab_hosts, monkeypatch, django_capture_on_commit_callbacks
 ) -> None:
-    from worker.tasks import run_benchmark_job
+    from lab.tasks import run_benchmark_job
 
     sent = []
     monkeypatch.setattr(run_benchmark_job, "apply_async", lambda *a, **kw: sent.append(kw))

@@ -10,11 +10,11 @@ import pytest
 from django.core import mail
 from django.test import Client
 from django.utils import timezone
-
-from worker import notifications, services
-from worker.models import BenchmarkJob, NotificationSettings, WebhookDelivery, WorkerHost
 from worker.tests.conftest import approved_host
-from worker.tests.test_notifications import Receiver
+
+from lab import notifications, services
+from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery, WorkerHost
+from lab.tests.test_notifications import Receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -116,7 +116,7 @@ def test_trial_events_show_their_numbers_and_the_page_an_eta(job, lab_hosts) -> 
 def test_cancelling_a_queued_job_notifies_and_the_page_shows_the_delivery(
     operator, operator_client, job, monkeypatch, django_capture_on_commit_callbacks, settings
 ) -> None:
-    from worker import tasks
+    from lab import tasks
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     operator.email = "op@example.org"

@@ -10,7 +10,7 @@ import pytest
 from django.core import mail
 from django.test import Client
 from django.utils import timezone
-from worker.tests.conftest import approved_host
+from lab.tests.conftest import approved_host
 
 from lab import notifications, services
 from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery, WorkerHost

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
-from worker.tests.conftest import approved_host
+from lab.tests.conftest import approved_host
 
 from lab.models import BenchmarkJob, WorkerHost
 from submissions.tests.conftest import post_json

@@ -10,10 +10,10 @@ import pytest
 from django.core import mail
 from django.test import Client
 from django.utils import timezone
-from lab.tests.conftest import approved_host
 
 from lab import notifications, services
 from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery, WorkerHost
+from lab.tests.conftest import approved_host
 from lab.tests.test_notifications import Receiver
 
 pytestmark = pytest.mark.django_db

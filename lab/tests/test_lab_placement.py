@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
-from lab.tests.conftest import approved_host
 
 from lab.models import BenchmarkJob, WorkerHost
+from lab.tests.conftest import approved_host
 from submissions.tests.conftest import post_json
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("worker", "runs", "submissions", "leaderboard", "benchloop_site")
+PACKAGES = ("worker", "lab", "runs", "submissions", "leaderboard", "benchloop_site")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 

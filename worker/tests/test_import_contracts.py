@@ -14,7 +14,7 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 def _lint(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        [str(LINT), str(root / "pyproject.toml"), "--no-cache"],
         cwd=root,
         capture_output=True,
         text=True,
@@ -34,7 +34,7 @@ def test_an_engine_module_that_imports_the_site_breaks_them(tmp_path: Path) -> N
     import at the top would make obvious, and this would not)."""
     for name in PACKAGES:
         shutil.copytree(
-            REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "tests")
+            REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "data")
         )
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     stats = tmp_path / "worker" / "engine" / "stats.py"

@@ -10,7 +10,7 @@ from submissions.api import LegacySubmitView
 
 api_v1 = [
     path("", include("submissions.api_urls")),
-    path("", include("runs.api_urls")),
+    path("", include("leaderboard.api_urls")),
     path("", include("lab.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from runs import api
+from leaderboard import api
 
 urlpatterns = [
     path("leaderboard", api.LeaderboardView.as_view(), name="api-leaderboard"),

@@ -21,6 +21,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchloop_site.throttling import AnonThrottle, UserThrottle
+from leaderboard import summaries
+from leaderboard.exports import view_meta
+from leaderboard.filters import BoardFilters
+from leaderboard.queries import board
 from runs import public
 from runs.models import Hardware, HardwareClass, Run, Stack, SuiteResult, TaskResult
 from submissions.errors import ApiError
@@ -346,9 +350,6 @@ class LeaderboardView(APIView):
 
 
 def _leaderboard_body(request: Request) -> dict:
-    from leaderboard.exports import view_meta
-    from leaderboard.filters import BoardFilters
-    from leaderboard.queries import board
 
     filters = BoardFilters.from_query(request.query_params)
     result = board(filters, scatter_limit=0)
@@ -447,7 +448,6 @@ def _interval(value) -> dict:
 
 def _lanes(stack: Stack) -> dict:
     """The stack page's lanes: medians with 95% intervals (null below three runs)."""
-    from leaderboard import summaries
 
     rows = summaries.run_rows(Run.objects.published().filter(stack=stack))
     proof = summaries.evidence(rows, summaries.attempts_of([stack.id]))

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lab import services
 from lab.models import BenchmarkJob
+from leaderboard.tests.test_browser import (  # noqa: F401  (shared fixtures)
+    _sync_code_beside_an_event_loop,
+    browser,
+)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -29,31 +32,6 @@ SHOTS = Path(
 WIDE = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 PASSWORD = "correct horse battery"  # alice's, in the root conftest; the operator is alice
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _sync_code_beside_an_event_loop() -> Iterator[None]:
-    """Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from
-    such a thread unless told the code is synchronous anyway (only while these tests run)."""
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    yield
-    if previous is None:
-        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    """Debian's chromium, never a downloaded build."""
-    with playwright_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-background-networking"],
-        )
-        yield chromium
-        chromium.close()
 
 
 def _no_page_overflow(page) -> bool:

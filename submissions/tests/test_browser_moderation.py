@@ -10,12 +10,15 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
+from leaderboard.tests.test_browser import (  # noqa: F401  (shared fixtures)
+    _sync_code_beside_an_event_loop,
+    browser,
+)
 from submissions import services
 from submissions.models import Status, Submission, SubmitterProfile
 from submissions.tests.conftest import post_json
@@ -32,31 +35,6 @@ SHOTS = Path(
 WIDE = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 PASSWORD = "moderating all day"  # bob's, in the root conftest
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _sync_code_beside_an_event_loop() -> Iterator[None]:
-    """Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from
-    such a thread unless told the code is synchronous anyway (only while these tests run)."""
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    yield
-    if previous is None:
-        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    """Debian's chromium, never a downloaded build."""
-    with playwright_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-background-networking"],
-        )
-        yield chromium
-        chromium.close()
 
 
 def _speed_run(base: dict, decode: float, *, index: int) -> dict:

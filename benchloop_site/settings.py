@@ -225,6 +225,8 @@ REST_FRAMEWORK = {
         "device": os.environ.get("THROTTLE_DEVICE", "30/hour"),
         # `benchloop login` polls every 5 s for up to 10 minutes: one poll per 5 s sustained.
         "device_token": os.environ.get("THROTTLE_DEVICE_TOKEN", "720/hour"),
+        # Per lab host key: events, heartbeats and prompt polls of a busy agent fit well inside.
+        "lab_agent": os.environ.get("THROTTLE_LAB_AGENT", "6000/minute"),
     },
     # Proxies in front that append to X-Forwarded-For. DRF's default (None) trusts the whole
     # header, so a client could pick a fresh "address" per request and dodge every throttle.

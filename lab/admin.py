@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
-from lab import services
+from lab import agents, services
 from lab.models import (
     BenchmarkJob,
+    HostKey,
     JobEvent,
     NotificationSettings,
     QuickPrompt,
@@ -26,6 +27,23 @@ class WorkerHostAdmin(admin.ModelAdmin):
     def approve(self, request, queryset) -> None:
         for host in queryset:
             services.approve_host(host=host, user=request.user)
+
+
+@admin.register(HostKey)
+class HostKeyAdmin(admin.ModelAdmin):
+    """Keys are created on the lab's hosts page (shown once there); here only revoked."""
+
+    list_display = ["host_name", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = [f.name for f in HostKey._meta.fields]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request, queryset) -> None:
+        for key in queryset:
+            agents.revoke_host_key(key=key)
 
 
 class JobEventInline(admin.TabularInline):

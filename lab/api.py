@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from benchloop_site.throttling import AnonThrottle, UserThrottle
 from lab import services
+from lab.access import can_operate
 from lab.forms import JobForm
 from lab.models import BenchmarkJob
 from runs import bounds, limits
@@ -27,7 +28,7 @@ class IsLabOperator(BasePermission):
     message = "Only lab operators can queue jobs."
 
     def has_permission(self, request, view) -> bool:
-        return bool(request.user and request.user.has_perm("worker.operate_lab"))
+        return can_operate(request.user)
 
 
 class JobOutput(serializers.ModelSerializer):
@@ -104,9 +105,7 @@ class JobInput(serializers.ModelSerializer):
     endpoint_url = serializers.URLField(
         required=False, allow_blank=True, max_length=limits.max_length(BenchmarkJob, "endpoint_url")
     )
-    provider = serializers.ChoiceField(choices=["auto", "openai", "ollama"], default="auto")
     launch_flags = _names(200, 50)
-    profile = serializers.ChoiceField(choices=["smoke", "core", "full", ""], default="smoke")
     suites = _names(limits.max_length(SuiteResult, "suite"), 20)
     tasks = _names(limits.max_length(TaskResult, "task_id"), 100)
     harness = serializers.ChoiceField(choices=list(HARNESSES), default="raw")

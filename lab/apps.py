@@ -11,6 +11,3 @@ class LabConfig(AppConfig):
     name = "lab"
     label = "worker"
     verbose_name = "Lab job queue"
-
-    def ready(self) -> None:
-        from lab import labhost  # noqa: F401  (connects the Celery worker signals)

@@ -4,10 +4,8 @@ import shlex
 
 from django import forms
 
-from lab.models import BenchmarkJob, NotificationSettings
+from lab.models import PROFILES, BenchmarkJob, NotificationSettings
 from worker.engine.harnesses import HARNESSES
-
-PROFILE_CHOICES = [("smoke", "smoke"), ("core", "core"), ("full", "full")]
 
 
 class JobForm(forms.ModelForm):
@@ -95,15 +93,9 @@ class JobForm(forms.ModelForm):
         }
         widgets = {
             "target": forms.RadioSelect,
-            "profile": forms.Select(choices=PROFILE_CHOICES),
-            "harness": forms.Select(choices=[(h, h) for h in HARNESSES]),
-            "provider": forms.Select(
-                choices=[
-                    ("auto", "auto-detect"),
-                    ("openai", "OpenAI-compatible"),
-                    ("ollama", "Ollama"),
-                ]
-            ),
+            # A blank profile is the API's "suites instead"; the form has its suites field.
+            "profile": forms.Select(choices=PROFILES),
+            "harness": forms.Select(choices=[(name, name) for name in HARNESSES]),
             "pool": forms.Select,
         }
 
@@ -199,3 +191,19 @@ class NotificationForm(forms.ModelForm):
         if problem:
             raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
         return url
+
+
+class HostKeyForm(forms.Form):
+    host_name = forms.CharField(
+        max_length=100,
+        label="Host name",
+        help_text="the host's BENCHLOOP_LAB_HOST; its agent speaks for this host only",
+    )
+    scopes = forms.MultipleChoiceField(
+        choices=[
+            ("agent", "agent: register, claim jobs of its pools, stream progress"),
+            ("verify", "verify: its runs are published as verified lab runs"),
+        ],
+        initial=["agent", "verify"],
+        widget=forms.CheckboxSelectMultiple,
+    )

@@ -12,6 +12,19 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from worker.engine.harnesses import HARNESSES
+
+# What a job may ask for; the form, the API and full_clean all read these (one rule).
+PROVIDERS = [("auto", "auto-detect"), ("openai", "OpenAI-compatible"), ("ollama", "Ollama")]
+PROFILES = [("smoke", "smoke"), ("core", "core"), ("full", "full")]
+
+
+def known_harness(value: str) -> None:
+    # A validator, not choices: the engine's list grows without a migration each time.
+    if value not in HARNESSES:
+        raise ValidationError(f"Unknown harness; one of: {', '.join(HARNESSES)}.")
+
+
 pool_name = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,63}$", "Lower-case letters, digits, dots, dashes (e.g. gpu.4090)."
 )
@@ -121,7 +134,7 @@ class BenchmarkJob(models.Model):
     model = models.CharField(max_length=300, help_text="model id the server serves")
     # Endpoint jobs. The key is named, never stored: the worker reads it from its environment.
     endpoint_url = models.CharField(max_length=500, blank=True)
-    provider = models.CharField(max_length=20, default="auto")
+    provider = models.CharField(max_length=20, choices=PROVIDERS, default="auto")
     api_key_ref = models.CharField(
         max_length=100,
         blank=True,
@@ -136,13 +149,13 @@ class BenchmarkJob(models.Model):
     context_length = models.PositiveIntegerField(null=True, blank=True)
     threads = models.PositiveSmallIntegerField(null=True, blank=True)
     # What to run.
-    profile = models.CharField(max_length=20, blank=True, default="smoke")
+    profile = models.CharField(max_length=20, choices=PROFILES, blank=True, default="smoke")
     suites = models.JSONField(default=list, blank=True)
     tasks = models.JSONField(
         default=list, blank=True, help_text="task id patterns, e.g. speed-p128-* (quick checks)"
     )
     trials = models.PositiveSmallIntegerField(default=3)
-    harness = models.CharField(max_length=20, default="raw")
+    harness = models.CharField(max_length=20, validators=[known_harness], default="raw")
     max_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="cap every reply (quick checks only)"
     )
@@ -221,13 +234,11 @@ class BenchmarkJob(models.Model):
         return self.status in self.FINAL
 
     def shows_raw_text_to(self, user) -> bool:
-        """Whether `user` sees this job's endpoint error text unredacted: its requester and
-        lab operators do; everyone else sees it through worker.engine.redact."""
-        return bool(
-            user
-            and user.is_authenticated
-            and (self.requested_by_id == user.id or user.has_perm("worker.operate_lab"))
-        )
+        """Whether `user` sees this job's endpoint error text unredacted (lab.access); everyone
+        else sees it through worker.engine.redact."""
+        from lab.access import is_job_insider
+
+        return is_job_insider(user, self)
 
     @property
     def eta_at(self):
@@ -340,3 +351,45 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"webhook for job {self.job_id}"
+
+
+class HostKeyQuerySet(models.QuerySet):
+    def active(self) -> HostKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class HostKey(models.Model):
+    """A `blh_…` key a lab host's agent speaks to the site with, instead of database
+    credentials. Only a lookup prefix and a keyed hash are stored; it names the one host it
+    may speak for, and its scopes say what that host may do."""
+
+    # agent: register, heartbeats, claim jobs of its pools, stream events, answer prompts.
+    # verify: the runs it uploads are verified lab runs (auto-approved); without it they wait
+    # for a moderator like any upload.
+    SCOPES = ("agent", "verify")
+
+    host_name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=8, unique=True)
+    hashed_key = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = HostKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["host_name", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.host_name} (blh_{self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes

@@ -22,7 +22,6 @@ from submissions.models import Channel
 
 log = logging.getLogger(__name__)
 Status = BenchmarkJob.Status
-HEARTBEAT_INTERVAL = timedelta(seconds=settings.BENCHLOOP_JOB_HEARTBEAT_SECONDS)
 # A claimed or running job whose worker has been silent this long is presumed dead.
 STALE_AFTER = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
 # A queued job not yet accepted by the broker after this long is sent again by the reaper.
@@ -130,11 +129,11 @@ def dispatch_job(*, job_id: int, pool: str, priority: int) -> bool:
     error: the job stays queued without ``dispatched_at``, and ``reap_stale_jobs`` sends it
     again once the broker answers. Claiming is atomic, so a duplicate message is harmless.
     """
-    from lab.tasks import run_benchmark_job
+    from lab.tasks import send_job
 
     try:
         # Celery serves lower priority numbers first; ours count up from 0 (low) to 9 (high).
-        run_benchmark_job.apply_async((job_id,), queue=pool, priority=9 - priority, retry=False)
+        send_job(job_id, queue=pool, priority=9 - priority)
     except (BrokerError, OSError) as exc:
         log.warning("job %s not sent, the broker is unreachable: %s", job_id, exc)
         return False
@@ -175,8 +174,10 @@ def claim_job(*, job_id: int, host: WorkerHost) -> BenchmarkJob | None:
     claimable = Q(status=Status.QUEUED) | Q(
         status__in=[Status.CLAIMED, Status.RUNNING], heartbeat_at__lt=now - STALE_AFTER
     )
+    # Only a job sent to one of the host's pools (or its own queue) is the host's to take.
+    serves = Q(pool__in=host.pools or []) | Q(pool=host.queue_name)
     updated = BenchmarkJob.objects.filter(
-        claimable, pk=job_id, attempts__lt=F("max_attempts"), cancel_requested_at=None
+        claimable, serves, pk=job_id, attempts__lt=F("max_attempts"), cancel_requested_at=None
     ).update(
         status=Status.CLAIMED,
         host=host,
@@ -195,6 +196,11 @@ def _still_ours(job_id: int, attempt: int):
     return BenchmarkJob.objects.filter(
         pk=job_id, attempts=attempt, status__in=[Status.CLAIMED, Status.RUNNING]
     )
+
+
+def still_ours(*, job_id: int, attempt: int) -> bool:
+    """Whether `attempt` still owns the job (not reaped, finished or handed to another)."""
+    return _still_ours(job_id, attempt).exists()
 
 
 def mark_running(*, job_id: int, attempt: int) -> bool:
@@ -225,10 +231,6 @@ def _record(job_id: int, attempt: int, kind: str, payload: dict) -> JobEvent:
     return JobEvent.objects.create(
         job_id=job_id, attempt=attempt, seq=seq, kind=kind, payload=payload
     )
-
-
-# Several per second while a reply streams: they move the live numbers but are not kept.
-LIVE_ONLY_EVENTS = {"task_progress"}
 
 
 def update_live_progress(*, job_id: int, attempt: int, event: dict) -> None:
@@ -274,8 +276,11 @@ def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
     return True
 
 
-def finish_job(*, job_id: int, attempt: int, upload: dict) -> BenchmarkJob:
-    """Store the bundle as a verified, auto-approved run; idempotent per job."""
+def finish_job(
+    *, job_id: int, attempt: int, upload: dict, upgraded: tuple[dict, str, str] | None = None
+) -> BenchmarkJob:
+    """Store the bundle as a verified, auto-approved run; idempotent per job. `upgraded` is
+    what the upload check returned (lab.agent_api), as for every other upload."""
     from submissions.models import Submission
     from submissions.services import submit_run
 
@@ -293,6 +298,7 @@ def finish_job(*, job_id: int, attempt: int, upload: dict) -> BenchmarkJob:
                 channel=Channel.LAB_JOB,
                 submitter=job.requested_by,
                 is_verified=True,
+                upgraded=upgraded,
             ).submission
         _still_ours(job_id, attempt).update(
             status=Status.SUCCEEDED, finished_at=timezone.now(), run=existing.run
@@ -396,8 +402,8 @@ def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:
 
 
 def register_host(*, name: str, pools: list[str], hardware_info: dict) -> WorkerHost:
-    """Create or update a host's record; approval stays an admin's decision. A name that
-    cannot be a host's (BENCHLOOP_LAB_HOST) raises ValueError before anything is stored."""
+    """Create or update a host's record; approval stays an admin's decision. A name or pool
+    that cannot be one raises ValueError before anything is stored."""
     from runs.models import Hardware
 
     problem = bounds.text_problem(name) or (
@@ -405,6 +411,11 @@ def register_host(*, name: str, pools: list[str], hardware_info: dict) -> Worker
     )
     if not name or problem:
         raise ValueError(f"lab host name {name[:100]!r} {problem or 'is empty'}")
+    for pool in pools:
+        try:
+            pool_name(pool)
+        except ValidationError:
+            raise ValueError(f"pool {pool[:70]!r} is not a pool name (e.g. gpu.4090)") from None
     hardware_info = bounds.storable_json(hardware_info)
     gpus = hardware_info.get("gpus") or []
     hardware = Hardware.for_identity(
@@ -448,8 +459,8 @@ def approve_host(*, host: WorkerHost, user: User | None, approved: bool = True) 
 def request_quick_prompt(
     *, host: WorkerHost, user: User, server_url: str, model: str, prompt: str
 ) -> QuickPrompt:
-    """Store the prompt; the host's worker answers it from its own prompt consumer as soon as
-    the host runs no job (lab.quick), not through the benchmark queue."""
+    """Store the prompt; the host's agent picks it up from its own prompt thread within a
+    second or so (worker/agent/prompts.py), not through the benchmark queue."""
     return QuickPrompt.objects.create(
         host=host, requested_by=user, server_url=server_url, model=model, prompt=prompt[:4000]
     )

@@ -15,6 +15,7 @@ urlpatterns = [
     path("hosts/", views.hosts, name="hosts"),
     path("hosts/<int:pk>/", views.host_detail, name="host"),
     path("hosts/<int:pk>/approve/", views.approve_host, name="approve_host"),
+    path("hosts/keys/<int:pk>/revoke/", views.revoke_host_key, name="revoke_host_key"),
     path("prompts/<int:pk>/", views.prompt_detail, name="prompt"),
     path("notifications/", views.notification_settings, name="notifications"),
 ]

@@ -13,18 +13,31 @@ from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import escape
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from benchloop_site.conditional import revalidated
 from benchloop_site.formlimits import limit_posts
-from lab import services
-from lab.forms import JobForm, NotificationForm, QuickPromptForm
-from lab.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
+from lab import agents, services
+from lab.access import (
+    OPERATE,
+    can_administer_hosts,
+    can_cancel_job,
+    can_operate,
+    is_job_insider,
+)
+from lab.forms import HostKeyForm, JobForm, NotificationForm, QuickPromptForm
+from lab.models import (
+    BenchmarkJob,
+    HostKey,
+    JobEvent,
+    NotificationSettings,
+    QuickPrompt,
+    WorkerHost,
+)
 from leaderboard.exports import XmlSafeAtomFeed
 from worker.engine.redact import redact_text
-
-OPERATE = "worker.operate_lab"
 
 
 @require_safe
@@ -49,7 +62,7 @@ def queue(request: HttpRequest) -> HttpResponse:
             "running": running,
             "pending": pending,
             "finished": finished,
-            "can_operate": request.user.has_perm(OPERATE),
+            "can_operate": can_operate(request.user),
         },
     )
 
@@ -59,15 +72,15 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(BenchmarkJob.objects.select_related("host", "run"), pk=pk)
     # Every attempt's events, newest attempt first: a lost worker's story stays readable.
     events = list(JobEvent.objects.filter(job=job).order_by("-attempt", "-seq")[:300])
-    insider = job.shows_raw_text_to(request.user)
+    insider = is_job_insider(request.user, job)
     context = {
         "job": job,
         "events": events,
-        "can_operate": request.user.has_perm(OPERATE),
+        "can_operate": can_operate(request.user),
         "raw_error": insider,
         # Cancelling is the requester's or an operator's, and only while the job can change;
         # decided here so the polled partial drops the button once the job is final.
-        "can_cancel": insider and not job.is_final,
+        "can_cancel": can_cancel_job(request.user, job),
         # Receivers' URLs are the requester's own: nobody else sees the deliveries.
         "deliveries": list(job.deliveries.order_by("created_at")) if insider else [],
         "shared_prompts": job.shared_with_prompts.count(),
@@ -124,7 +137,7 @@ def new_job(request: HttpRequest) -> HttpResponse:
 @login_required
 def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(BenchmarkJob, pk=pk)
-    if job.requested_by_id != request.user.id and not request.user.has_perm(OPERATE):
+    if not is_job_insider(request.user, job):
         raise Http404
     services.cancel_job(job=job)
     messages.success(
@@ -136,19 +149,47 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("lab:job", pk=pk)
 
 
+@never_cache
 @login_required
 @permission_required(OPERATE, raise_exception=True)
 def hosts(request: HttpRequest) -> HttpResponse:
+    """The hosts, and for admins their keys: a new key is shown in this answer only."""
     rows = WorkerHost.objects.select_related("hardware", "current_job")
-    return render(
-        request, "worker/hosts.html", {"hosts": rows, "can_approve": request.user.is_staff}
-    )
+    admin = can_administer_hosts(request.user)
+    context: dict = {"hosts": rows, "can_approve": admin}
+    if admin:
+        form = HostKeyForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                key, context["new_key"] = agents.create_host_key(
+                    host_name=form.cleaned_data["host_name"],
+                    user=request.user,
+                    scopes=form.cleaned_data["scopes"],
+                )
+                context["new_key_host"] = key.host_name
+                form = HostKeyForm()
+            except ValueError as exc:
+                form.add_error("host_name", str(exc))
+        context |= {"key_form": form, "keys": HostKey.objects.order_by("revoked_at", "host_name")}
+    elif request.method == "POST":
+        raise Http404
+    return render(request, "worker/hosts.html", context)
+
+
+@require_POST
+@login_required
+def revoke_host_key(request: HttpRequest, pk: int) -> HttpResponse:
+    if not can_administer_hosts(request.user):
+        raise Http404
+    key = agents.revoke_host_key(key=get_object_or_404(HostKey, pk=pk))
+    messages.success(request, f"Key {key} is revoked: its host stops at its next call.")
+    return redirect("lab:hosts")
 
 
 @require_POST
 @login_required
 def approve_host(request: HttpRequest, pk: int) -> HttpResponse:
-    if not request.user.is_staff:  # approval is an admin's call, not every operator's
+    if not can_administer_hosts(request.user):
         raise Http404
     host = get_object_or_404(WorkerHost, pk=pk)
     services.approve_host(

@@ -20,22 +20,23 @@ def keyed_hash(value: str, *, purpose: str) -> str:
     return hmac.new(settings.API_KEY_PEPPER.encode(), message, hashlib.sha256).hexdigest()
 
 
-def new_api_key() -> tuple[str, str, str]:
-    """(plaintext key, lookup prefix, keyed hash). The plaintext is shown once, never stored."""
+def new_api_key(kind: str = KEY_PREFIX, purpose: str = "api-key") -> tuple[str, str, str]:
+    """(plaintext key, lookup prefix, keyed hash). The plaintext is shown once, never stored.
+    `kind` and `purpose` tell API keys (bl_) from lab host keys (blh_)."""
     random_part = secrets.token_urlsafe(32).replace("-", "x").replace("_", "y")
-    key = KEY_PREFIX + random_part
-    return key, random_part[:LOOKUP_LENGTH], keyed_hash(key, purpose="api-key")
+    key = kind + random_part
+    return key, random_part[:LOOKUP_LENGTH], keyed_hash(key, purpose=purpose)
 
 
-def split_key(key: str) -> str | None:
+def split_key(key: str, kind: str = KEY_PREFIX) -> str | None:
     """The lookup prefix of a well-formed key, or None."""
-    if not key.startswith(KEY_PREFIX) or len(key) < len(KEY_PREFIX) + 32 or len(key) > 100:
+    if not key.startswith(kind) or len(key) < len(kind) + 32 or len(key) > 100:
         return None
-    return key[len(KEY_PREFIX) : len(KEY_PREFIX) + LOOKUP_LENGTH]
+    return key[len(kind) : len(kind) + LOOKUP_LENGTH]
 
 
-def matches(key: str, stored_hash: str) -> bool:
-    return hmac.compare_digest(keyed_hash(key, purpose="api-key"), stored_hash)
+def matches(key: str, stored_hash: str, purpose: str = "api-key") -> bool:
+    return hmac.compare_digest(keyed_hash(key, purpose=purpose), stored_hash)
 
 
 def new_device_code() -> str:

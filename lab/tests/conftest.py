@@ -3,10 +3,14 @@ llama.cpp fixtures come from the root conftest)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.utils import timezone
 
 from lab.models import WorkerHost
+from lab.tests.lab import LabSite, lab_site_env
+from worker.engine.testing.xllama_launcher import free_port
 
 
 def approved_host(name: str, pools: list[str], inventory: list | None = None) -> WorkerHost:
@@ -31,3 +35,34 @@ def lab_hosts(db) -> list[WorkerHost]:
             [{"url": "http://127.0.0.1:8080", "kind": "llama.cpp", "models": ["qwen3-8b-q4"]}],
         ),
     ]
+
+
+@pytest.fixture
+def lab_site(transactional_db, tmp_path) -> Iterator[LabSite]:
+    """gunicorn and the site's Celery worker on the test database, for lab agents to talk to."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    site = LabSite(url=f"http://127.0.0.1:{free_port()}", env=lab_site_env(folder), folder=folder)
+    try:
+        site.start()
+        yield site
+    finally:
+        site.stop()
+
+
+@pytest.fixture
+def agent_for(live_server) -> Iterator:
+    """A factory of agent clients to the in-process site, each with a fresh host key."""
+    from lab import agents
+    from worker.agent.client import SiteClient
+
+    clients = []
+
+    def make(host_name: str) -> SiteClient:
+        _key, plaintext = agents.create_host_key(host_name=host_name, user=None)
+        clients.append(SiteClient(live_server.url, plaintext, timeout=10))
+        return clients[-1]
+
+    yield make
+    for client in clients:
+        client.close()

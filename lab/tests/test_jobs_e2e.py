@@ -22,9 +22,9 @@ SMOKE_ORDER = ["run_started", *SUITE, *SUITE, *SUITE, "run_completed"]
 
 
 def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
-    tmp_path, operator, alice_key, llm_url, llm_model
+    lab_site, tmp_path, operator, alice_key, llm_url, llm_model
 ) -> None:
-    worker = start_worker(tmp_path, "lab-a", ["cpu.test"], servers=[llm_url])
+    worker = start_worker(tmp_path, "lab-a", ["cpu.test"], servers=[llm_url], site=lab_site)
     try:
         host = approve("lab-a")
         # The smoke profile, one task from each of its suites (the whole profile takes ~15 min
@@ -73,11 +73,13 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
 
 
 def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
-    tmp_path, operator, alice_key
+    lab_site, tmp_path, operator, alice_key
 ) -> None:
     var = tmp_path / "var-lab-m"
     tmp_logs = {p.name for p in Path(tempfile.gettempdir()).glob("llama-server-*.log")}
-    worker = start_worker(tmp_path, "lab-m", ["cpu.test"], env={"BENCHLOOP_VAR_DIR": str(var)})
+    worker = start_worker(
+        tmp_path, "lab-m", ["cpu.test"], env={"BENCHLOOP_VAR_DIR": str(var)}, site=lab_site
+    )
     try:
         approve("lab-m")
         job_id = queue_over_http(
@@ -108,12 +110,12 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
 
 
 def test_a_job_for_a_server_on_another_host_runs_on_that_host(
-    tmp_path, operator, llm_url, llm_model, monkeypatch
+    lab_site, tmp_path, operator, llm_url, llm_model, monkeypatch
 ) -> None:
     """The operator picks, in the new-job form, a server that the second host reported: the
     job goes to that host (not to the first host's pool) with the model the server names."""
-    near = start_worker(tmp_path, "lab-near", ["cpu.test"])
-    far = start_worker(tmp_path, "lab-far", ["gpu.test"], servers=[llm_url])
+    near = start_worker(tmp_path, "lab-near", ["cpu.test"], site=lab_site)
+    far = start_worker(tmp_path, "lab-far", ["gpu.test"], servers=[llm_url], site=lab_site)
     try:
         approve("lab-near")
         far_host = approve("lab-far")

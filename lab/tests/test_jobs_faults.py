@@ -31,11 +31,11 @@ def _status(job_id: int) -> str:
 
 
 def test_a_killed_worker_is_replaced_and_the_job_completes_exactly_once(
-    tmp_path, operator, alice_key, llm_url, llm_model, monkeypatch
+    lab_site, tmp_path, operator, alice_key, llm_url, llm_model, monkeypatch
 ) -> None:
     # The same staleness threshold as the workers' (start_worker sets 6 s for them).
     monkeypatch.setattr(services, "STALE_AFTER", timedelta(seconds=6))
-    first = start_worker(tmp_path, "lab-k1", ["cpu.test"])
+    first = start_worker(tmp_path, "lab-k1", ["cpu.test"], site=lab_site)
     try:
         approve("lab-k1")
         job_id = queue_over_http(
@@ -55,7 +55,7 @@ def test_a_killed_worker_is_replaced_and_the_job_completes_exactly_once(
         first.kill()  # SIGKILL: no cleanup, no acknowledgement, a stale heartbeat
     assert _status(job_id) == "running"
 
-    second = start_worker(tmp_path, "lab-k2", ["cpu.test"])
+    second = start_worker(tmp_path, "lab-k2", ["cpu.test"], site=lab_site)
     try:
         approve("lab-k2")
 
@@ -86,7 +86,9 @@ def test_a_killed_worker_is_replaced_and_the_job_completes_exactly_once(
 
 
 def test_the_reaper_requeues_then_fails_a_job_whose_worker_never_returns(operator) -> None:
-    host = WorkerHost.objects.create(name="ghost", approved_at=timezone.now())
+    host = WorkerHost.objects.create(
+        name="ghost", pools=["nobody.listens"], approved_at=timezone.now()
+    )
     job = services.queue_job(
         requested_by=operator,
         model="m",
@@ -111,9 +113,9 @@ def test_the_reaper_requeues_then_fails_a_job_whose_worker_never_returns(operato
 
 
 def test_a_running_job_is_cancelled_at_the_next_task_boundary(
-    tmp_path, operator, alice, alice_key, llm_url, llm_model
+    lab_site, tmp_path, operator, alice, alice_key, llm_url, llm_model
 ) -> None:
-    worker = start_worker(tmp_path, "lab-c", ["cpu.test"])
+    worker = start_worker(tmp_path, "lab-c", ["cpu.test"], site=lab_site)
     try:
         approve("lab-c")
         job_id = queue_over_http(
@@ -153,10 +155,10 @@ def test_a_queued_job_is_cancelled_at_once(operator) -> None:
 
 
 def test_an_unapproved_host_gets_no_jobs_and_pools_stay_apart(
-    tmp_path, operator, alice_key, llm_url, llm_model
+    lab_site, tmp_path, operator, alice_key, llm_url, llm_model
 ) -> None:
-    pool_a = start_worker(tmp_path, "lab-pa", ["pool.a"])
-    pool_b = start_worker(tmp_path, "lab-pb", ["pool.b"])
+    pool_a = start_worker(tmp_path, "lab-pa", ["pool.a"], site=lab_site)
+    pool_b = start_worker(tmp_path, "lab-pb", ["pool.b"], site=lab_site)
     try:
         wait_for(
             lambda: WorkerHost.objects.filter(name__in=["lab-pa", "lab-pb"]).count() == 2,

@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from lab import services
 from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
-from lab.quick import answer_prompt
 from submissions.tests.conftest import post_json
 from submissions.tests.surfaces import assert_renders
+from worker.agent import prompts
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lab_hosts")]
 JOB = {"model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080/v1", "pool": "cpu"}
@@ -89,7 +89,7 @@ def test_the_form_shows_the_missing_url_on_its_field(operator) -> None:
 @pytest.fixture
 def running_job(operator) -> BenchmarkJob:
     job = services.queue_job(requested_by=operator, **JOB)
-    host = WorkerHost.objects.create(name="h", approved_at=timezone.now())
+    host = WorkerHost.objects.create(name="h", pools=["cpu"], approved_at=timezone.now())
     return services.claim_job(job_id=job.pk, host=host)
 
 
@@ -147,17 +147,25 @@ class _Endpoint:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def test_a_quick_prompts_reply_is_stored_whatever_the_model_says(monkeypatch, operator) -> None:
+@pytest.mark.django_db(transaction=True)
+def test_a_quick_prompts_reply_is_stored_whatever_the_model_says(operator, agent_for) -> None:
     endpoint = _Endpoint()
     try:
         host = WorkerHost.objects.create(name="h", approved_at=timezone.now())
-        monkeypatch.setenv("BENCHLOOP_LAB_HOST", "h")
         quick = services.request_quick_prompt(
             host=host, user=operator, server_url=endpoint.url, model="m", prompt="hello"
         )
-        assert answer_prompt(quick.pk) == "done"
+        assert prompts.answer_next(agent_for("h"))
     finally:
         endpoint.server.shutdown()
         endpoint.server.server_close()
     quick.refresh_from_db()
     assert quick.status == QuickPrompt.Status.DONE and quick.reply == "hi\ufffdthere"
+
+
+def test_a_host_claims_only_jobs_sent_to_its_pools_or_its_own_queue(operator) -> None:
+    job = services.queue_job(requested_by=operator, **JOB)
+    gpu = WorkerHost.objects.create(name="gpu-box", pools=["gpu.4090"], approved_at=timezone.now())
+    assert services.claim_job(job_id=job.pk, host=gpu) is None  # a cpu job: not its pool
+    cpu = WorkerHost.objects.create(name="cpu-box", pools=["cpu"], approved_at=timezone.now())
+    assert services.claim_job(job_id=job.pk, host=cpu).host == cpu

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lab import runner, services
+from lab import services
 from lab.models import BenchmarkJob
+from worker.agent import jobs
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 # Stands in for llama-server: answers /health on the --port it is given and logs a line.
 FAKE_SERVER = textwrap.dedent(
@@ -36,9 +37,14 @@ FAKE_SERVER = textwrap.dedent(
 
 
 @pytest.fixture
-def var_dir(tmp_path, settings) -> Path:
-    settings.VAR_DIR = tmp_path / "var"
-    return settings.VAR_DIR
+def var_dir(tmp_path) -> Path:
+    return tmp_path / "var"
+
+
+def _run(agent_for, job, var_dir: Path) -> str:
+    """The agent's job step, against the in-process site, as host lab-cpu."""
+    client = agent_for("lab-cpu")
+    return jobs.run_job(client, job.pk, jobs_root=var_dir / "lab-jobs", heartbeat=1)
 
 
 def _tmp_logs() -> set[str]:
@@ -46,44 +52,46 @@ def _tmp_logs() -> set[str]:
 
 
 def test_an_endpoint_jobs_folder_is_removed_when_it_ends(
-    var_dir, operator, lab_hosts, monkeypatch
+    var_dir, operator, lab_hosts, agent_for, monkeypatch
 ) -> None:
     job = services.queue_job(
         requested_by=operator, model="m", endpoint_url="http://127.0.0.1:9", pool="cpu"
     )
     seen = {}
 
-    def engine(job, state, url, api_key, server=None):
+    def engine(state, url, api_key, server=None):
         seen["folder"] = state.folder
         (state.folder / "home" / "runs" / "r1").mkdir(parents=True)
         (state.folder / "home" / "runs" / "r1" / "run.json").write_text("{}")
         return "succeeded"
 
-    monkeypatch.setattr(runner, "_run_engine", engine)
-    assert runner.run_job(job_id=job.pk, host=lab_hosts[0]) == "succeeded"
+    monkeypatch.setattr(jobs, "_run_engine", engine)
+    assert _run(agent_for, job, var_dir) == "succeeded"
     assert seen["folder"].parent == var_dir / "lab-jobs"
     assert seen["folder"].name.startswith(f"job-{job.pk}-attempt-1-")
     assert list((var_dir / "lab-jobs").iterdir()) == []
 
 
-def test_a_failing_job_leaves_nothing_behind_either(var_dir, operator, lab_hosts, monkeypatch):
+def test_a_failing_job_leaves_nothing_behind_either(
+    var_dir, operator, lab_hosts, agent_for, monkeypatch
+):
     job = services.queue_job(
         requested_by=operator, model="m", endpoint_url="http://127.0.0.1:9", pool="cpu"
     )
 
-    def engine(job, state, url, api_key, server=None):
+    def engine(state, url, api_key, server=None):
         (state.folder / "partial.txt").write_text("half a run")
         raise RuntimeError("the disk vanished")
 
-    monkeypatch.setattr(runner, "_run_engine", engine)
-    assert runner.run_job(job_id=job.pk, host=lab_hosts[0]).startswith("failed: RuntimeError")
+    monkeypatch.setattr(jobs, "_run_engine", engine)
+    assert _run(agent_for, job, var_dir).startswith("failed: RuntimeError")
     assert BenchmarkJob.objects.get(pk=job.pk).status == "failed"
     assert list((var_dir / "lab-jobs").iterdir()) == []
 
 
 @pytest.mark.parametrize("crash", [False, True])
 def test_a_managed_servers_log_is_in_the_jobs_folder_and_goes_with_it(
-    crash, var_dir, tmp_path, operator, lab_hosts, monkeypatch
+    crash, var_dir, tmp_path, operator, lab_hosts, agent_for, monkeypatch
 ) -> None:
     binary = tmp_path / "fake-llama-server"
     binary.write_text(FAKE_SERVER.format(python=sys.executable))
@@ -101,17 +109,17 @@ def test_a_managed_servers_log_is_in_the_jobs_folder_and_goes_with_it(
     before = _tmp_logs()
     seen = {}
 
-    def engine(job, state, url, api_key, server=None):
+    def engine(state, url, api_key, server=None):
         seen["log"] = server.log_path
         seen["text"] = server.log_path.read_text()
         if crash:
             server.process.kill()
             server.process.wait()
-        runner._stop_server(server, state)  # as the real engine step does before finishing
+        jobs._stop_server(server, state)  # as the real engine step does before finishing
         return "succeeded"
 
-    monkeypatch.setattr(runner, "_run_engine", engine)
-    assert runner.run_job(job_id=job.pk, host=lab_hosts[0]) == "succeeded"
+    monkeypatch.setattr(jobs, "_run_engine", engine)
+    assert _run(agent_for, job, var_dir) == "succeeded"
     assert seen["log"].parent.parent == var_dir / "lab-jobs"
     assert seen["log"].name == "llama-server.log" and "fake llama-server" in seen["text"]
     assert list((var_dir / "lab-jobs").iterdir()) == []

@@ -134,7 +134,7 @@ def test_nobody_else_can_cancel_a_job(job, mallory) -> None:
 
 @pytest.mark.django_db
 def test_a_redelivered_message_cannot_run_a_job_twice(job) -> None:
-    host = WorkerHost.objects.create(name="h", approved_at=timezone.now())
+    host = WorkerHost.objects.create(name="h", pools=["gpu.4090"], approved_at=timezone.now())
     assert services.claim_job(job_id=job.pk, host=host).attempts == 1
     assert services.claim_job(job_id=job.pk, host=host) is None  # fresh heartbeat: not stale
     assert services.record_event(job_id=job.pk, attempt=1, seq=1, event={"type": "log"})
@@ -211,9 +211,9 @@ def test_a_pull_error_line_fails_clearly() -> None:
 @pytest.mark.llm
 @pytest.mark.django_db(transaction=True)
 def test_a_quick_prompt_streams_back_with_ttft_and_speed(
-    tmp_path, operator, llm_url, llm_model
+    lab_site, tmp_path, operator, llm_url, llm_model
 ) -> None:
-    worker = start_worker(tmp_path, "lab-q", ["cpu.test"], servers=[llm_url])
+    worker = start_worker(tmp_path, "lab-q", ["cpu.test"], servers=[llm_url], site=lab_site)
     try:
         host = wait_for(
             lambda: WorkerHost.objects.filter(name="lab-q").exclude(inventory=[]).first(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -29,12 +30,18 @@ def operator_client(operator) -> Client:
 
 
 def test_a_picked_server_sends_the_job_to_its_host_with_the_model_it_names(
-    operator_client, lab_hosts, monkeypatch, django_capture_on_commit_callbacks
+    operator_client, lab_hosts, broker_key, django_capture_on_commit_callbacks
 ) -> None:
-    from lab.tasks import run_benchmark_job
+    import redis
+    from django.conf import settings
 
-    sent = []
-    monkeypatch.setattr(run_benchmark_job, "apply_async", lambda *a, **kw: sent.append(kw))
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+
+    def queued(pool: str) -> list[dict]:
+        # Celery's Redis transport keeps one list per priority step: "pool", "pool\x06\x163", …
+        keys = broker.keys(broker_key(pool) + "*")
+        return [json.loads(m) for key in keys for m in broker.lrange(key, 0, -1)]
+
     with django_capture_on_commit_callbacks(execute=True):
         response = operator_client.post("/lab/jobs/new/", FORM | {"server": SERVER})
     assert response.status_code == 302, response.context["form"].errors
@@ -44,7 +51,10 @@ def test_a_picked_server_sends_the_job_to_its_host_with_the_model_it_names(
         "qwen3-8b-q4",
         "http://127.0.0.1:8080",
     )
-    assert [kw["queue"] for kw in sent] == ["host.lab-4090-a"]  # not "cpu", not gpu.4090
+    sent = queued("host.lab-4090-a")
+    assert [m["headers"]["task"] for m in sent] == ["worker.run_benchmark_job"]
+    assert [m["headers"]["argsrepr"] for m in sent] == [f"({job.pk},)"]
+    assert queued("cpu") == queued("gpu.4090") == []  # not "cpu", not gpu.4090
 
 
 def test_the_form_does_not_ask_for_the_model_a_server_names(operator_client, lab_hosts) -> None:

@@ -1,5 +1,5 @@
-"""Quick prompts do not wait behind benchmark jobs: each lab worker answers them from its own
-consumer, even while a job runs, and the pages say what the prompt shares the host with."""
+"""Quick prompts do not wait behind benchmark jobs: each lab agent answers them from a thread of
+its own, even while a job runs, and the pages say what the prompt shares the host with."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from lab import quick, services
+from lab import agents, services
 from lab.models import BenchmarkJob, QuickPrompt, WorkerHost
 from lab.tests.lab import approve, start_worker, wait_for
+from worker.agent import prompts
 
 SERVER = "http://127.0.0.1:8080"
 
@@ -74,9 +75,9 @@ def test_a_waiting_prompt_says_the_host_is_busy_and_when_it_will_be_free(
     assert "lab-4090-a is offline (last heartbeat 1\xa0hour ago)" in offline
 
 
-@pytest.mark.django_db
-def test_the_consumer_answers_in_order_and_records_the_job_it_shared_the_host_with(
-    operator, host, monkeypatch
+@pytest.mark.django_db(transaction=True)
+def test_the_agent_answers_in_order_and_the_site_records_the_job_it_shared_the_host_with(
+    operator, host, agent_for, monkeypatch
 ) -> None:
     first, second = _prompt(host, operator), _prompt(host, operator)
     job = services.queue_job(
@@ -85,40 +86,52 @@ def test_the_consumer_answers_in_order_and_records_the_job_it_shared_the_host_wi
     services.claim_job(job_id=job.pk, host=host)
     answered = []
 
-    def answer(prompt_id: int) -> str:
-        answered.append(prompt_id)
-        if prompt_id == second.pk:
+    def answer(spec, on_progress) -> dict:
+        answered.append(spec["id"])
+        if spec["id"] == second.pk:
             raise ConnectionResetError("the server went away")
-        QuickPrompt.objects.filter(pk=prompt_id).update(status="done")
-        return "done"
+        on_progress(3, 0.5)
+        return {"reply": "blue", "ttft_ms": 12.0, "decode_tps": 30.0}
 
-    monkeypatch.setattr(quick, "answer_prompt", answer)
-    assert quick.answer_waiting("lab-4090-a") == 2
+    monkeypatch.setattr(prompts, "answer", answer)
+    client = agent_for("lab-4090-a")
+    assert prompts.answer_next(client) and prompts.answer_next(client)
     assert answered == [first.pk, second.pk]
+    first.refresh_from_db()
     second.refresh_from_db()
+    assert (first.status, first.reply, first.ttft_ms) == ("done", "blue", 12.0)
     assert second.status == "failed" and "ConnectionResetError" in second.error
     assert set(job.shared_with_prompts.values_list("pk", flat=True)) == {first.pk, second.pk}
     page = Client().get(f"/lab/jobs/{job.pk}/").content.decode()
     assert "2 quick prompts answered on this host during the job" in page
-    assert quick.answer_waiting("lab-4090-a") == 0  # nothing left
+    assert prompts.answer_next(client) is False  # nothing left
 
 
 @pytest.mark.django_db
-def test_a_prompt_is_answered_once_whoever_finds_it(operator, host, monkeypatch) -> None:
-    monkeypatch.setenv("BENCHLOOP_LAB_HOST", "lab-4090-a")
-    prompt = _prompt(host, operator)
-    QuickPrompt.objects.filter(pk=prompt.pk).update(status="streaming")  # another consumer's
-    assert quick.answer_prompt(prompt.pk) == "already answered"
+def test_a_prompt_is_answered_once_and_only_by_its_own_host(operator, lab_hosts) -> None:
+    mine, other = lab_hosts[1], lab_hosts[0]
+    prompt = _prompt(mine, operator)
+    assert agents.claim_prompt(other) is None  # another host never sees it
+    spec = agents.claim_prompt(mine)
+    assert spec is not None and spec["id"] == prompt.pk and spec["prompt"] == "Hi"
+    assert agents.claim_prompt(mine) is None  # claimed: the next look finds nothing
+    assert not agents.finish_prompt(
+        host=other, prompt_id=prompt.pk, reply="x", ttft_ms=None, decode_tps=None
+    )
+    assert agents.finish_prompt(
+        host=mine, prompt_id=prompt.pk, reply="ok", ttft_ms=1.0, decode_tps=2.0
+    )
+    assert not agents.fail_prompt(host=mine, prompt_id=prompt.pk, error="late")  # done stays
 
 
 @pytest.mark.llm
 @pytest.mark.django_db(transaction=True)
 def test_a_quick_prompt_answers_in_seconds_while_a_job_runs(
-    tmp_path, operator, alice_key, llm_url, llm_model
+    lab_site, tmp_path, operator, alice_key, llm_url, llm_model
 ) -> None:
     from lab.tests.lab import queue_over_http
 
-    worker = start_worker(tmp_path, "lab-busy", ["cpu.test"], servers=[llm_url])
+    worker = start_worker(tmp_path, "lab-busy", ["cpu.test"], servers=[llm_url], site=lab_site)
     try:
         host = approve("lab-busy")
         job_id = queue_over_http(

@@ -58,12 +58,12 @@ def test_signatures_verify_and_tampering_is_rejected() -> None:
 @pytest.mark.llm
 @pytest.mark.django_db(transaction=True)
 def test_each_finished_job_sends_one_signed_webhook_and_an_email(
-    tmp_path, operator, alice_key, llm_url, llm_model, settings
+    lab_site, tmp_path, operator, alice_key, llm_url, llm_model, settings
 ) -> None:
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     receiver = Receiver()
     prefs = NotificationSettings.objects.create(user=operator, webhook_url=receiver.url)
-    worker = start_worker(tmp_path, "lab-w", ["cpu.test"])
+    worker = start_worker(tmp_path, "lab-w", ["cpu.test"], site=lab_site)
     try:
         approve("lab-w")
         ok = queue_over_http(alice_key, endpoint_url=llm_url, model=llm_model)

@@ -20,9 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from lab.models import BenchmarkJob, JobEvent
-from lab.tests.lab import approve, finished, queue_over_http, start_worker, wait_for
-from runs.models import Run
+from lab.models import JobEvent
+from lab.tests.lab import (
+    approve,
+    assert_one_clean_attempt,
+    finished,
+    queue_over_http,
+    start_worker,
+    wait_for,
+)
 from worker.engine.testing.xllama_launcher import free_port
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
@@ -106,28 +112,17 @@ def _first_task_done(job_id: int) -> bool:
     return JobEvent.objects.filter(job_id=job_id, kind="task_completed").exists()
 
 
-def _assert_one_clean_attempt(job_id: int) -> None:
-    """Succeeded on its first attempt, every event once, in order, and the run stored once."""
-    job = BenchmarkJob.objects.get(pk=job_id)
-    assert job.status == "succeeded" and job.attempts == 1, job.error
-    events = list(JobEvent.objects.filter(job_id=job_id).order_by("attempt", "seq"))
-    assert {e.attempt for e in events} == {1}
-    assert [e.seq for e in events] == list(range(1, len(events) + 1))  # no gap, no repeat
-    kinds = [e.kind for e in events]
-    assert kinds.count("run_started") == 1 and kinds[-1] == "run_completed"
-    assert kinds.count("run_completed") == 1 and "run_failed" not in kinds
-    completed = [e.payload["task_id"] for e in events if e.kind == "task_completed"]
-    assert len(completed) == len(set(completed)) == job.total_tasks == job.completed_tasks == 2
-    assert Run.objects.filter(submission__client_run_id=f"lab-job-{job_id}").count() == 1
-
-
 def test_a_lab_job_survives_a_redis_restart_and_records_every_event_once(
-    tmp_path, operator, alice_key, llm_url, llm_model, drill_redis
+    lab_site, tmp_path, operator, alice_key, llm_url, llm_model, drill_redis
 ) -> None:
     job = {"endpoint_url": llm_url, "model": llm_model, "tasks": TASKS, "max_tokens": 16}
     with _site_broker(drill_redis.url):
         worker = start_worker(
-            tmp_path, "lab-r", ["cpu.test"], env={"CELERY_BROKER_URL": drill_redis.url}
+            tmp_path,
+            "lab-r",
+            ["cpu.test"],
+            env={"BENCHLOOP_BROKER_URL": drill_redis.url},
+            site=lab_site,
         )
         try:
             approve("lab-r")
@@ -156,7 +151,7 @@ def test_a_lab_job_survives_a_redis_restart_and_records_every_event_once(
     log = worker.log()
     for job_id in (first, second):
         try:
-            _assert_one_clean_attempt(job_id)
+            assert_one_clean_attempt(job_id)
         except AssertionError as exc:
             raise AssertionError(f"job {job_id}: {exc}\n{log[-4000:]}") from exc
 

@@ -201,7 +201,9 @@ def marked_job(operator) -> BenchmarkJob:
         tasks=["speed-p128-* 2001:db8::5"],
         suites=["speed"],
     )
-    host = WorkerHost.objects.create(name="mkhost1x-10.77.3.9", approved_at=job.created_at)
+    host = WorkerHost.objects.create(
+        name="mkhost1x-10.77.3.9", pools=["gpu.4090"], approved_at=job.created_at
+    )
     claimed = services.claim_job(job_id=job.pk, host=host)
     assert claimed is not None
     events = [

@@ -70,3 +70,23 @@ def test_the_cli_alone_installs_without_the_site_and_benchmarks_the_real_server(
     assert ran.returncode == 0, ran.stderr[-3000:]
     bundle = json.loads(Path(json.loads(ran.stdout)["path"]).read_text())
     assert bundle["status"] == "complete" and bundle["suites"]["speed"]["tasks"]
+
+    # The lab agent's install: the `agent` extra adds Celery, and still no Django or driver.
+    agent = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", f"{source}[agent]"],
+        capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    assert agent.returncode == 0, agent.stderr[-3000:]
+    listing = subprocess.run(
+        [str(venv / "bin" / "pip"), "list", "--format=json"], capture_output=True, text=True
+    )
+    names = {p["name"].lower().replace("_", "-") for p in json.loads(listing.stdout)}
+    assert "celery" in names and not names & {"django", "djangorestframework", "psycopg"}
+    loaded = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import sys, worker.agent.app as a; print(a.app.main, 'django' in sys.modules)"],
+        cwd=away, env={**env, "BENCHLOOP_BROKER_URL": "redis://127.0.0.1:9/0"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert loaded.stdout.split() == ["benchloop-lab-agent", "False"]

@@ -167,3 +167,34 @@ def test_a_running_jobs_page_at_1280_and_390_px(live_server, browser, operator, 
         assert _no_page_overflow(page), f"the job page overflows at {width} px"
         page.screenshot(path=str(SHOTS / f"job-running-{width}.png"), full_page=True)
     page.close()
+
+
+def test_an_admin_creates_a_host_key_sees_it_once_and_revokes_it(
+    live_server, browser, operator, lab_hosts
+) -> None:
+    from lab.models import HostKey
+
+    operator.is_staff = True
+    operator.save()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{live_server.url}/account/login/?next=/lab/hosts/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(r"/lab/hosts/$"))
+    page.fill("#id_host_name", "lab-3090-b")
+    page.get_by_role("button", name="Create key").click()
+    shown = page.locator("#new-host-key").inner_text().strip()
+    assert shown.startswith("blh_") and HostKey.objects.get().prefix == shown[4:12]
+    for width, viewport in (("1280", WIDE), ("390", PHONE)):
+        page.set_viewport_size(viewport)
+        assert _no_page_overflow(page), f"the hosts page overflows at {width} px"
+        page.screenshot(path=str(SHOTS / f"host-key-{width}.png"), full_page=True)
+    page.goto(f"{live_server.url}/lab/hosts/")  # shown once: never again
+    assert shown not in page.content()
+    page.get_by_role("button", name="Revoke").click()
+    page.wait_for_url(re.compile(r"/lab/hosts/$"))
+    assert "stops at its next call" in page.content()
+    assert HostKey.objects.get().revoked_at is not None
+    page.close()

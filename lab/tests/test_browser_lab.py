@@ -38,6 +38,17 @@ def _no_page_overflow(page) -> bool:
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
+def _signed_in(browser, live_server, path: str):
+    """A wide page where alice (the operator) signed in and landed on `path`."""
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{live_server.url}/account/login/?next={path}")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(re.escape(path) + "$"))
+    return page
+
+
 def _style(page, selector: str, prop: str) -> str:
     return page.eval_on_selector(selector, f"e => getComputedStyle(e).{prop}")
 
@@ -48,12 +59,7 @@ def test_an_operator_queues_a_job_to_a_server_on_another_host(
     sent = []  # the broker is not under test here: the dispatch is recorded, not sent
     monkeypatch.setattr(services, "dispatch_job", lambda **kw: sent.append(kw))
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport=WIDE)
-    page.goto(f"{live_server.url}/account/login/?next=/lab/jobs/new/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"/lab/jobs/new/$"))
+    page = _signed_in(browser, live_server, "/lab/jobs/new/")
 
     legends = page.locator("fieldset.form-group > legend").all_inner_texts()
     assert legends == [
@@ -153,12 +159,7 @@ def test_a_running_jobs_page_at_1280_and_390_px(live_server, browser, operator, 
         last_status=503,
         last_error="receiver answered 503",
     )
-    page = browser.new_page(viewport=WIDE)
-    page.goto(f"{live_server.url}/account/login/?next=/lab/jobs/{job.pk}/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(rf"/lab/jobs/{job.pk}/$"))
+    page = _signed_in(browser, live_server, f"/lab/jobs/{job.pk}/")
     text = page.locator("#progress").inner_text()
     assert "host offline" in text and "ETA" in text and "Attempt 1" in text
     assert "decode 41.2 tok/s, prefill 950 tok/s, TTFT 182 ms" in text
@@ -177,12 +178,7 @@ def test_an_admin_creates_a_host_key_sees_it_once_and_revokes_it(
     operator.is_staff = True
     operator.save()
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport=WIDE)
-    page.goto(f"{live_server.url}/account/login/?next=/lab/hosts/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"/lab/hosts/$"))
+    page = _signed_in(browser, live_server, "/lab/hosts/")
     page.fill("#id_host_name", "lab-3090-b")
     page.get_by_role("button", name="Create key").click()
     shown = page.locator("#new-host-key").inner_text().strip()

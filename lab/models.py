@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from submissions.models import SecretKey
 from worker.engine.harnesses import HARNESSES
 
 # What a job may ask for; the form, the API and full_clean all read these (one rule).
@@ -358,26 +359,19 @@ class HostKeyQuerySet(models.QuerySet):
         return self.filter(revoked_at__isnull=True)
 
 
-class HostKey(models.Model):
+class HostKey(SecretKey):
     """A `blh_…` key a lab host's agent speaks to the site with, instead of database
-    credentials. Only a lookup prefix and a keyed hash are stored; it names the one host it
-    may speak for, and its scopes say what that host may do."""
+    credentials; it names the one host it may speak for, and its scopes say what that host
+    may do."""
 
     # agent: register, heartbeats, claim jobs of its pools, stream events, answer prompts.
-    # verify: the runs it uploads are verified lab runs (auto-approved); without it they wait
-    # for a moderator like any upload.
+    # verify: the runs it uploads are verified lab runs (auto-approved).
     SCOPES = ("agent", "verify")
 
     host_name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=8, unique=True)
-    hashed_key = models.CharField(max_length=64)
-    scopes = models.JSONField(default=list)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
     objects = HostKeyQuerySet.as_manager()
 
@@ -386,10 +380,3 @@ class HostKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host_name} (blh_{self.prefix}…)"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
-    def has_scope(self, scope: str) -> bool:
-        return scope in self.scopes

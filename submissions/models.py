@@ -151,8 +151,30 @@ class ApiKeyQuerySet(models.QuerySet):
         return self.filter(revoked_at__isnull=True)
 
 
-class ApiKey(models.Model):
-    """A `bl_…` key; only an 8-character lookup prefix and a keyed hash are stored."""
+class SecretKey(models.Model):
+    """What every key of ours stores: an 8-character lookup prefix and a keyed hash (never
+    the key), its scopes, and when it was last used or revoked (submissions.keys)."""
+
+    prefix = models.CharField(max_length=8, unique=True)
+    hashed_key = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class ApiKey(SecretKey):
+    """A user's `bl_…` key."""
 
     SCOPES = ("submit", "read")
 
@@ -160,12 +182,6 @@ class ApiKey(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
     )
     name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=8, unique=True)
-    hashed_key = models.CharField(max_length=64)
-    scopes = models.JSONField(default=list)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
     objects = ApiKeyQuerySet.as_manager()
 
@@ -174,13 +190,6 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (bl_{self.prefix}…)"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
-    def has_scope(self, scope: str) -> bool:
-        return scope in self.scopes
 
     def revoke(self) -> None:
         if self.revoked_at is None:

@@ -16,12 +16,12 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
-from benchloop_site.conditional import revalidated
-from benchloop_site.formlimits import limit_posts
+from core.conditional import revalidated
+from core.formlimits import limit_posts
 from lab import services
 from lab.forms import JobForm, NotificationForm, QuickPromptForm
 from lab.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
-from leaderboard.exports import XmlSafeAtomFeed
+from core.feeds import XmlSafeAtomFeed
 from worker.engine.redact import redact_text
 
 OPERATE = "worker.operate_lab"

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from leaderboard import cache as board_cache
+from core import pagecache as board_cache
 from runs import bulk, lanes, limits, normalize
 from runs.importers.records import RunRecord
 from runs.models import (

@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from submissions.models import AcceleratorOverride, ApiKey, Status, Submission
-from submissions.names import RESERVED, skeleton
+from runs.names import RESERVED, skeleton
 
 
 class SignupForm(UserCreationForm):

@@ -15,8 +15,8 @@ from django.db.models import Value
 from django.urls import reverse
 from django.utils import timezone
 
-from benchloop_site.links import absolute_url
-from leaderboard import cache as board_cache
+from core.links import absolute_url
+from core import pagecache as board_cache
 from runs import bounds, limits, normalize
 from runs.importers import parse_run_payload
 from runs.importers.records import RunRecord

@@ -36,7 +36,7 @@ from runs.models import (
 )
 from submissions.access import can_see_private
 from submissions.models import Status
-from submissions.names import imported_label
+from runs.names import imported_label
 from worker.engine.redact import redact_command, redact_text
 
 RUNS_PER_PAGE = 25

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.db import OperationalError
 
-from benchloop_site.middleware import is_disk_full, unavailable_response
+from core.unavailable import is_disk_full, unavailable_response
 from worker.tests.disk import fill, tmpfs
 
 

@@ -17,11 +17,11 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from core.conditional import revalidated
+from core.feeds import XmlSafeAtomFeed
 from core.formlimits import limit_posts
 from lab import services
 from lab.forms import JobForm, NotificationForm, QuickPromptForm
 from lab.models import BenchmarkJob, JobEvent, NotificationSettings, QuickPrompt, WorkerHost
-from core.feeds import XmlSafeAtomFeed
 from worker.engine.redact import redact_text
 
 OPERATE = "worker.operate_lab"

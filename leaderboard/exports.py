@@ -9,7 +9,6 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-
 from leaderboard.rows import Row
 from runs.models import Run, ScoreScale
 

@@ -259,6 +259,13 @@ def _fitting(stack: DemoStack) -> tuple[tuple[DemoHardware, float], ...]:
     return tuple((hw, w) for hw, w in zip(HARDWARE, WEIGHTS, strict=True) if fits(hw, stack))
 
 
+def _demo_suite(name: str, score: float) -> SuiteRecord:
+    passed = round(15 * score / 100)
+    return SuiteRecord(
+        suite=name, score=score, task_count=15, pass_count=passed, fail_count=15 - passed
+    )
+
+
 def demo_run(
     rng: random.Random,
     stack: DemoStack,
@@ -348,9 +355,6 @@ def demo_run(
         total_runtime_sec=rng.uniform(300, 1800),
         submitter_name=submitter,
         suites=[SuiteRecord(suite="speed", score=s, task_count=9, pass_count=9)]
-        + [
-            SuiteRecord(suite=name, score=score, task_count=15, pass_count=round(15 * score / 100))
-            for name, score in suites.items()
-        ],
+        + [_demo_suite(name, score) for name, score in suites.items()],
         raw_payload={"demo": True},
     )

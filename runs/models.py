@@ -359,7 +359,7 @@ class Run(models.Model):
         max_length=10, choices=Visibility.choices, default=Visibility.PUBLIC
     )
     # Denormalised from the submission (approved) and visibility (public) so public reads
-    # need one indexed flag instead of a join; set only through runs.services.
+    # need one indexed flag instead of a join; set only through submissions.intake.
     published = models.BooleanField(default=False)
     is_verified = models.BooleanField(default=False)
     is_demo = models.BooleanField(default=False)

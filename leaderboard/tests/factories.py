@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from runs import normalize
 from runs.importers.records import HardwareRecord, RunRecord, SampleRecord, SuiteRecord, TaskRecord
 from runs.models import HardwareClass, Lane, Run, Stack
-from runs.services import import_records, refresh_stack_stats
+from runs.services import refresh_stack_stats
+from submissions.intake import import_records
 
 _counter = itertools.count(1)
 HOSTILE = "<script>alert(1)</script>\"onmouseover=alert(2) x='"

@@ -286,7 +286,7 @@ SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900)
 # How often `benchloop login` may poll for its key (RFC 8628 suggests 5 s); slow_down adds 5 s.
 DEVICE_POLL_INTERVAL = env_int("DEVICE_POLL_INTERVAL", 5)
 # HTML forms that write or send mail, counted per account (per client address when signed
-# out) with the same window counter as the API throttles (benchloop_site/formlimits.py).
+# out) with the same window counter as the API throttles (core/formlimits.py).
 FORM_THROTTLE_RATES = {
     "signup": os.environ.get("THROTTLE_SIGNUP", "10/hour"),
     # Mail to one address, whoever asks: sign-up and password-reset mail cannot bomb anyone.

@@ -1,5 +1,5 @@
 """Throttle counters that cannot be written: the API throttles fail open, the sign-in lockout
-fails closed, and neither answers 500 (benchloop_site/throttling.py says why).
+fails closed, and neither answers 500 (core/throttling.py says why).
 
 Two real failures of the "limits" cache: a Redis that does not answer (nothing listens on its
 port), and the embedded default's file cache on a disk that is full (a small tmpfs).

@@ -9,6 +9,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml README.md ./
 COPY benchloop_site ./benchloop_site
+COPY core ./core
+COPY lab ./lab
 COPY leaderboard ./leaderboard
 COPY runs ./runs
 COPY submissions ./submissions

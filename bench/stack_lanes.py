@@ -41,7 +41,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord  # noqa: E402
 from runs.models import HardwareClass, Run, Stack  # noqa: E402
-from runs.services import import_records  # noqa: E402
+from submissions.intake import import_records  # noqa: E402
 
 TARGET_MS = 100.0
 MODEL = "bench-lanes:8b"

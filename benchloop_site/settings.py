@@ -96,9 +96,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "leaderboard.middleware.ChunkedBodyMiddleware",
-    "leaderboard.middleware.RejectNulMiddleware",
-    "benchloop_site.middleware.ServiceUnavailableMiddleware",
+    "core.security.ChunkedBodyMiddleware",
+    "core.security.RejectNulMiddleware",
+    "core.unavailable.ServiceUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -106,7 +106,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "leaderboard.middleware.ContentSecurityPolicyMiddleware",
+    "core.security.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "benchloop_site.urls"
@@ -231,7 +231,7 @@ REST_FRAMEWORK = {
     # Proxies in front that append to X-Forwarded-For. DRF's default (None) trusts the whole
     # header, so a client could pick a fresh "address" per request and dodge every throttle.
     "NUM_PROXIES": env_int("NUM_PROXIES", 0),
-    "EXCEPTION_HANDLER": "submissions.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
 }
@@ -248,7 +248,7 @@ SPECTACULAR_SETTINGS = {
     # Every operation documents its error responses in the one error shape.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "submissions.errors.document_errors",
+        "core.errors.document_errors",
     ],
 }
 # Two caches, both Redis when the broker is Redis (else files under var/):
@@ -262,7 +262,7 @@ def _cache(url: str, folder: str) -> dict:
     if url.startswith("redis://"):
         # CACHE_KEY_PREFIX keeps sites (or test runs) that share one Redis database apart.
         return {
-            "BACKEND": "benchloop_site.cache.ReusingRedisCache",
+            "BACKEND": "core.cache.ReusingRedisCache",
             "LOCATION": url,
             "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", ""),
         }
@@ -288,7 +288,7 @@ SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900)
 # How often `benchloop login` may poll for its key (RFC 8628 suggests 5 s); slow_down adds 5 s.
 DEVICE_POLL_INTERVAL = env_int("DEVICE_POLL_INTERVAL", 5)
 # HTML forms that write or send mail, counted per account (per client address when signed
-# out) with the same window counter as the API throttles (benchloop_site/formlimits.py).
+# out) with the same window counter as the API throttles (core/formlimits.py).
 FORM_THROTTLE_RATES = {
     "signup": os.environ.get("THROTTLE_SIGNUP", "10/hour"),
     # Mail to one address, whoever asks: sign-up and password-reset mail cannot bomb anyone.

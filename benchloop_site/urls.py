@@ -31,7 +31,7 @@ if settings.BENCHLOOP_BENCH_BASELINE:
     urlpatterns.insert(0, path("bench/baseline", bench_baseline))
 
 # Errors under /api/ answer in the API's JSON error shape; pages get the site's error pages.
-handler400 = "submissions.errors.bad_request"
-handler403 = "submissions.errors.permission_denied"
-handler404 = "submissions.errors.not_found"
-handler500 = "benchloop_site.middleware.server_error"
+handler400 = "core.errors.bad_request"
+handler403 = "core.errors.permission_denied"
+handler404 = "core.errors.not_found"
+handler500 = "core.unavailable.server_error"

@@ -11,14 +11,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchloop_site.throttling import AnonThrottle, UserThrottle
+from core.errors import ApiError
+from core.throttling import AnonThrottle, UserThrottle
 from lab import services
 from lab.access import can_operate
 from lab.forms import JobForm
 from lab.models import BenchmarkJob
 from runs import bounds, limits
 from runs.models import SuiteResult, TaskResult
-from submissions.errors import ApiError
 from submissions.permissions import scope_required
 from worker.engine.harnesses import HARNESSES
 from worker.engine.redact import redact_text

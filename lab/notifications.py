@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from benchloop_site.links import absolute_url
+from core.links import absolute_url
 from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 from runs import bounds
 from worker.engine.redact import redact_text

@@ -17,8 +17,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
-from benchloop_site.conditional import revalidated
-from benchloop_site.formlimits import limit_posts
+from core.conditional import revalidated
+from core.feeds import XmlSafeAtomFeed
+from core.formlimits import limit_posts
 from lab import agents, services
 from lab.access import (
     OPERATE,
@@ -36,7 +37,6 @@ from lab.models import (
     QuickPrompt,
     WorkerHost,
 )
-from leaderboard.exports import XmlSafeAtomFeed
 from worker.engine.redact import redact_text
 
 

@@ -20,14 +20,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchloop_site.throttling import AnonThrottle, UserThrottle
+from core.errors import ApiError
+from core.throttling import AnonThrottle, UserThrottle
 from leaderboard import summaries
 from leaderboard.exports import view_meta
 from leaderboard.filters import BoardFilters
 from leaderboard.queries import board
 from runs import public
 from runs.models import Hardware, HardwareClass, Run, Stack, SuiteResult, TaskResult
-from submissions.errors import ApiError
 from submissions.models import UploadAttempt
 from submissions.permissions import scope_required
 from submissions.services import delete_run

@@ -1,141 +1,30 @@
-"""Cached leaderboard fragments and anonymous visitors' whole pages, made stale at once by a
-version number that publishing bumps.
-
-Every cache key embeds the current version. Anything that changes which runs are public or
-which run represents a stack (set_published, refresh_stack_stats, deleting a run) calls
-`invalidate()`, so the next request misses and recomputes; old entries simply expire.
-The cache is an optimisation only: when it is unreachable the pages are computed as before.
-"""
+"""Anonymous visitors' whole pages, shared until the next publish (core.pagecache holds the
+version that makes them stale)."""
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import secrets
-import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from django.conf import settings
-from django.core.cache import cache
-from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
+# The versioned cache, under the names the public views (and the root conftest) use.
+from core.pagecache import bump, cached, cached_many, data_version, invalidate
 from leaderboard.context_processors import visitor_theme
 
-log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-# Bounds staleness from changes that do not invalidate (an admin renaming a stack) and from an
-# invalidation lost while the cache was down.
-TIMEOUT = 120
-
-
-def _prefix() -> str:
-    # One cache may serve several databases (test workers, benchmarks); keep them apart.
-    database = str(connection.settings_dict["NAME"]).encode()
-    return f"leaderboard:{hashlib.sha256(database).hexdigest()[:12]}"
-
-
-def current_version() -> int:
-    key = f"{_prefix()}:version"
-    try:
-        version = cache.get(key)
-        if version is None:
-            # A clock-based start cannot repeat a version handed out before an eviction.
-            cache.add(key, time.time_ns(), timeout=None)
-            version = cache.get(key)
-    except Exception:  # the cache being down must not take the pages down
-        log.warning("leaderboard cache unreachable", exc_info=True)
-        return 0
-    return version or 0
-
-
-def bump() -> None:
-    """A new version now (see invalidate for use inside a transaction)."""
-    key = f"{_prefix()}:version"
-    try:
-        try:
-            cache.incr(key)
-        except ValueError:  # no version yet, or it was evicted
-            cache.set(key, time.time_ns(), timeout=None)
-        # After the new version: a reader between the two sees an old time with a new version,
-        # which only makes a conditional request fetch again.
-        cache.set(f"{_prefix()}:changed", time.time(), timeout=None)
-    except Exception:
-        log.warning("could not invalidate the leaderboard cache", exc_info=True)
-
-
-def data_version() -> tuple[int, float] | None:
-    """The current version and the Unix time it was made (feeds' and exports' ETag and
-    Last-Modified), or None when the cache is unreachable and neither can be known."""
-    prefix = _prefix()
-    keys = [f"{prefix}:version", f"{prefix}:changed"]
-    try:
-        found = cache.get_many(keys)
-        version = found.get(keys[0]) or current_version()
-        changed = found.get(keys[1])
-        if changed is None:
-            # Never recorded or evicted: "now" can only make clients fetch once more.
-            cache.add(keys[1], time.time(), timeout=None)
-            changed = cache.get(keys[1])
-    except Exception:
-        log.warning("leaderboard cache unreachable", exc_info=True)
-        return None
-    return (version, changed) if version and changed else None
-
-
-def invalidate() -> None:
-    """Make every cached fragment stale: now, and again once the current transaction commits.
-
-    The second bump matters: a request that read the new version before the commit may have
-    cached what it saw of the old data under it.
-    """
-    bump()
-    transaction.on_commit(bump)
-
-
-def cached(name: str, parts: str, compute: Callable[[], T]) -> T:
-    """`compute()`'s value for (name, parts) at the current version, from the cache if there."""
-    return cached_many({name: (parts, compute)})[name]
-
-
-def cached_many(items: dict[str, tuple[str, Callable[[], T]]]) -> dict[str, T]:
-    """Several values, each {name: (key parts, compute)}, in one round trip to the cache.
-
-    Entries are stored as (version, value) and count only at the current version, so the
-    version and every value are read together instead of one after the other.
-    """
-    prefix = _prefix()
-    version_key = f"{prefix}:version"
-    keys = {
-        name: f"{prefix}:{name}:{hashlib.sha256(parts.encode()).hexdigest()[:32]}"
-        for name, (parts, _compute) in items.items()
-    }
-    try:
-        found = cache.get_many([version_key, *keys.values()])
-    except Exception:  # the cache being down must not take the pages down
-        log.warning("leaderboard cache unreachable", exc_info=True)
-        return {name: compute() for name, (_parts, compute) in items.items()}
-    version = found.get(version_key) or current_version()
-    values: dict[str, T] = {}
-    fresh = {}
-    for name, key in keys.items():
-        entry = found.get(key)
-        if entry is not None and entry[0] == version:
-            values[name] = entry[1]
-        else:
-            values[name] = items[name][1]()
-            fresh[key] = (version, values[name])
-    if fresh and version:
-        try:
-            cache.set_many(fresh, TIMEOUT)
-        except Exception:
-            log.warning("leaderboard cache unreachable", exc_info=True)
-    return values
+__all__ = [
+    "bump",
+    "cached",
+    "cached_many",
+    "data_version",
+    "invalidate",
+    "render_page",
+    "shareable",
+]
 
 
 def shareable(request: HttpRequest) -> bool:

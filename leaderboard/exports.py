@@ -1,5 +1,5 @@
 """CSV, JSON and Markdown of a leaderboard view (its rows: leaderboard.rows.Row lanes), the
-wording of feed entries, and the Atom writer that every feed uses."""
+wording of feed entries (every feed is written by core.feeds.XmlSafeAtomFeed)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from django.utils.feedgenerator import Atom1Feed
-from django.utils.xmlutils import SimplerXMLGenerator
-
 from leaderboard.rows import Row
-from runs import bounds
 from runs.models import Run, ScoreScale
 
 MIXED_WARNING = (
@@ -214,28 +210,3 @@ def to_markdown(rows: list[dict], *, title: str, view: dict) -> str:
     for row in rows:
         lines.append("| " + " | ".join(_with_interval(row, key) for key, _ in columns) + " |")
     return "\n".join(lines) + "\n"
-
-
-class _XmlSafeGenerator(SimplerXMLGenerator):
-    """Text and attribute values with what XML 1.0 cannot hold replaced (runs.bounds.xml_text):
-    Django's generator raises on a control character, which made the whole feed a 500."""
-
-    def characters(self, content: str) -> None:
-        super().characters(bounds.xml_text(content) if content else content)
-
-    def startElement(self, name: str, attrs: dict) -> None:  # noqa: N802 (SAX's name)
-        safe = {key: bounds.xml_text(str(value)) for key, value in (attrs or {}).items()}
-        super().startElement(name, safe)
-
-
-class XmlSafeAtomFeed(Atom1Feed):
-    """An Atom feed that stays well-formed whatever a stored row or the query string holds."""
-
-    def write(self, outfile, encoding: str) -> None:
-        # Atom1Feed.write, with the generator above.
-        handler = _XmlSafeGenerator(outfile, encoding, short_empty_elements=True)
-        handler.startDocument()
-        handler.startElement("feed", self.root_attributes())
-        self.add_root_elements(handler)
-        self.write_items(handler)
-        handler.endElement("feed")

@@ -19,7 +19,7 @@ from runs import lane_rows as lane_rules
 from runs.lane_rows import Interval, Lane, ScopeKey
 from runs.models import Lane as StoredLane
 from runs.models import Run, RunQuerySet, ScoreScale, SuiteResult
-from submissions.names import imported_label
+from runs.names import imported_label
 
 # Cap on the runs drawn per stack: plenty for a distribution, bounded for a hot stack.
 MAX_RUNS = 2000

@@ -34,8 +34,6 @@ _BIDI_CONTROLS = "\u202a-\u202e\u2066-\u2069"
 _NAME_FORBIDDEN = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_CONTROLS}{_NONCHARACTERS}{_SURROGATES}]")
 _TEXT_FORBIDDEN = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_NONCHARACTERS}{_SURROGATES}]")
 _RAW_FORBIDDEN = re.compile(f"[\x00{_SURROGATES}]")
-# XML 1.0's Char production, negated.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _HEADER_BREAKS = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_SURROGATES}]")
 
 NAME, TEXT, RAW = "name", "text", "raw"
@@ -73,12 +71,6 @@ def moment_problem(moment: datetime, *, now: datetime | None = None) -> str:
     if moment - (now or datetime.now(UTC)) > CLOCK_SKEW:
         return "is in the future"
     return ""
-
-
-def xml_text(value: str) -> str:
-    """`value` with what XML 1.0 cannot hold (control characters, U+FFFE/U+FFFF, surrogates)
-    replaced by U+FFFD, for feeds: a row stored before the input rules must not end a feed."""
-    return _NOT_XML.sub("\ufffd", value)
 
 
 def one_line(value: str) -> str:

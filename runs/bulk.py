@@ -89,24 +89,36 @@ def sample_rows(task_id: int, t: TaskRecord) -> Iterator[tuple]:
         )
 
 
-def save_runs(runs: Sequence[tuple[Run, Sequence[SuiteRecord]]]) -> None:
+def uses_copy(copy: bool | None = None) -> bool:
+    """Whether rows go through COPY: on PostgreSQL unless `copy` says otherwise (False: the
+    ORM's INSERTs, which every database takes)."""
+    if copy is None:
+        return connection.vendor == "postgresql"
+    if copy and connection.vendor != "postgresql":
+        raise ValueError("COPY needs PostgreSQL")
+    return copy
+
+
+def save_runs(
+    runs: Sequence[tuple[Run, Sequence[SuiteRecord]]], *, copy: bool | None = None
+) -> None:
     """INSERT unsaved runs, each with its suites, tasks and samples, and set the runs' ids.
 
     Inside the caller's transaction, so a failure leaves none of them.
     """
     if not runs:
         return
-    if connection.vendor == "postgresql":
+    if uses_copy(copy):
         _copy_runs(runs)
     else:
         _orm_runs(runs)
 
 
-def insert_instances(objs: Sequence[models.Model]) -> None:
+def insert_instances(objs: Sequence[models.Model], *, copy: bool | None = None) -> None:
     """INSERT unsaved instances of one model and set their ids, as bulk_create does."""
     if not objs:
         return
-    if connection.vendor != "postgresql":
+    if not uses_copy(copy):
         type(objs[0]).objects.bulk_create(objs)
         return
     with connection.cursor() as cursor:

@@ -259,6 +259,50 @@ def _fitting(stack: DemoStack) -> tuple[tuple[DemoHardware, float], ...]:
     return tuple((hw, w) for hw, w in zip(HARDWARE, WEIGHTS, strict=True) if fits(hw, stack))
 
 
+def _demo_machine(hw: DemoHardware) -> HardwareRecord | None:
+    """The machine a demo run records; none for a remote endpoint."""
+    if hw.kind == "remote":
+        return None
+    return HardwareRecord(
+        cpu=hw.cpu,
+        gpu=hw.gpu,
+        gpu_count=hw.gpu_count,
+        vram_gb=hw.vram_gb or None,
+        ram_gb=hw.ram_gb,
+        os_name=hw.os_name,
+        memory_channels=hw.memory_channels,
+    )
+
+
+def _speed_summary(samples: list[float], prefill: float, ttft: float) -> dict:
+    """The speed figures of sorted decode samples, with a prefill speed and a TTFT."""
+    median = samples[len(samples) // 2]
+    mean = sum(samples) / len(samples)
+    stdev = math.sqrt(sum((x - mean) ** 2 for x in samples) / (len(samples) - 1))
+    return {
+        "decode_tps_median": median,
+        "decode_tps_mean": mean,
+        "decode_tps_stdev": stdev,
+        "decode_tps_p5": samples[1],
+        "decode_tps_p95": samples[-2],
+        "decode_tps_peak": samples[-1],
+        "prefill_tps_median": prefill,
+        "prefill_tps_mean": prefill,
+        "ttft_ms_median": ttft,
+        "ttft_ms_mean": ttft * 1.02,
+        "ttft_ms_p5": ttft * 0.9,
+        "ttft_ms_p95": ttft * 1.2,
+        "ttft_ms_peak": ttft * 0.88,
+    }
+
+
+def _demo_suite(name: str, score: float) -> SuiteRecord:
+    passed = round(15 * score / 100)
+    return SuiteRecord(
+        suite=name, score=score, task_count=15, pass_count=passed, fail_count=15 - passed
+    )
+
+
 def demo_run(
     rng: random.Random,
     stack: DemoStack,
@@ -290,8 +334,6 @@ def demo_run(
     median = samples[len(samples) // 2]
     s = round(local_speed_score(median), 2)
     started = (now or datetime.now(UTC)) - timedelta(minutes=17 * index + rng.randint(0, 600))
-    mean = sum(samples) / len(samples)
-    stdev = math.sqrt(sum((x - mean) ** 2 for x in samples) / (len(samples) - 1))
     return RunRecord(
         source_format="demo",
         started_at=started,
@@ -305,17 +347,7 @@ def demo_run(
         harness=stack.harness,
         harness_version="v1",
         context_length=stack.context_length,
-        hardware=None
-        if hw.kind == "remote"
-        else HardwareRecord(
-            cpu=hw.cpu,
-            gpu=hw.gpu,
-            gpu_count=hw.gpu_count,
-            vram_gb=hw.vram_gb or None,
-            ram_gb=hw.ram_gb,
-            os_name=hw.os_name,
-            memory_channels=hw.memory_channels,
-        ),
+        hardware=_demo_machine(hw),
         scoring_mode="remote" if hw.kind == "remote" else "local",
         benchmark_version="3.1.0",
         profile="core",
@@ -329,28 +361,11 @@ def demo_run(
         speed_score=s,
         reliability_score=r,
         value_score=round(q * min(median / 100, 1) * r / 100, 2),
-        speed={
-            "decode_tps_median": median,
-            "decode_tps_mean": mean,
-            "decode_tps_stdev": stdev,
-            "decode_tps_p5": samples[1],
-            "decode_tps_p95": samples[-2],
-            "decode_tps_peak": samples[-1],
-            "prefill_tps_median": prefill,
-            "prefill_tps_mean": prefill,
-            "ttft_ms_median": ttft,
-            "ttft_ms_mean": ttft * 1.02,
-            "ttft_ms_p5": ttft * 0.9,
-            "ttft_ms_p95": ttft * 1.2,
-            "ttft_ms_peak": ttft * 0.88,
-        },
+        speed=_speed_summary(samples, prefill, ttft),
         speed_sample_count=len(samples),
         total_runtime_sec=rng.uniform(300, 1800),
         submitter_name=submitter,
         suites=[SuiteRecord(suite="speed", score=s, task_count=9, pass_count=9)]
-        + [
-            SuiteRecord(suite=name, score=score, task_count=15, pass_count=round(15 * score / 100))
-            for name, score in suites.items()
-        ],
+        + [_demo_suite(name, score) for name, score in suites.items()],
         raw_payload={"demo": True},
     )

@@ -5,7 +5,7 @@ one for the attempts), grouped here. Speed figures belong to their hardware clas
 lane (no class) carries quality only, which does not depend on the machine.
 
 The functions take the model classes (LaneModels) so that the data migration can run them on
-its historical models; everything else uses the live ones (LaneModels.live()).
+its historical models; runs.services passes the live ones (so this module imports no model).
 """
 
 from __future__ import annotations
@@ -37,12 +37,6 @@ class LaneModels:
     lane: Any
     hardware_class: Any
 
-    @classmethod
-    def live(cls) -> LaneModels:
-        from runs.models import HardwareClass, Lane, Run
-
-        return cls(run=Run, lane=Lane, hardware_class=HardwareClass)
-
 
 @dataclass
 class _Row:
@@ -71,13 +65,12 @@ def counted_runs(run_model: Any) -> Any:
     )
 
 
-def refresh_lanes(stack_ids: Iterable[int], *, models: LaneModels | None = None) -> int:
+def refresh_lanes(stack_ids: Iterable[int], *, models: LaneModels) -> int:
     """Recompute the lanes of these stacks from their runs; the number of lanes kept.
 
     Call inside a transaction that holds the stacks (runs.services.refresh_stack_stats locks
     their rows), so two refreshes of one stack do not interleave.
     """
-    models = models or LaneModels.live()
     ids = sorted(set(stack_ids))
     kept = 0
     for start in range(0, len(ids), BATCH_STACKS):

@@ -10,7 +10,7 @@ it would otherwise have to copy a number, so the schema, the parser and the colu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields as dataclass_fields
 from functools import cache
 from pathlib import Path
@@ -134,20 +134,24 @@ def _path(prefix: str, found: tuple[str, str], sources: dict) -> tuple[str, str]
     return prefix + BUNDLE_PATHS.get(column_name, column_name), problem
 
 
-def check_record(record: RunRecord) -> None:
+def check_record(record: RunRecord, *, owners: Sequence[type[models.Model]] = ()) -> None:
     """Raise FormatError naming the first value of the record that its column cannot hold or
-    that a constraint of the models would refuse; nothing is written before this passes."""
-    for path, problem in record_problems(record):
+    that a constraint of the models would refuse; nothing is written before this passes.
+
+    `owners` are the models of the apps above that store record values too (the submission:
+    submissions.intake.check_record passes it)."""
+    for path, problem in record_problems(record, owners=owners):
         raise FormatError(path, problem)
 
 
-def record_problems(record: RunRecord) -> Iterator[tuple[str, str]]:
+def record_problems(
+    record: RunRecord, *, owners: Sequence[type[models.Model]] = ()
+) -> Iterator[tuple[str, str]]:
     """(path, problem) for every value of the record that cannot be stored as it is."""
     from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult
-    from submissions.models import Submission
 
     sources = record.sources
-    for model in (Run, Stack, Submission):
+    for model in (Run, Stack, *owners):
         if found := _first_problem(model, record):
             yield _path("", found, sources)
     params = normalize.parse_model(record.model_id)["params_b"]
@@ -188,10 +192,12 @@ def _duplicates(values: Iterable, path: str, what: str) -> Iterator[tuple[str, s
         seen.add(value)
 
 
-def records_problem(records: Iterable[RunRecord]) -> str:
+def records_problem(
+    records: Iterable[RunRecord], *, owners: Sequence[type[models.Model]] = ()
+) -> str:
     """The first problem of any record, as one line for an importer's report ("" if none)."""
     for number, record in enumerate(records, 1):
-        for path, problem in record_problems(record):
+        for path, problem in record_problems(record, owners=owners):
             return f"run {number}: {path}: {problem}"
     return ""
 

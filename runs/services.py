@@ -1,42 +1,33 @@
-"""Write paths for results: importing records and keeping per-stack statistics current."""
+"""Data-level builders for stored runs (their identity, their row) and the per-stack statistics.
+
+Storing a run with its submission is submissions.intake.store_runs, the one write path."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from leaderboard import cache as board_cache
-from runs import bulk, lanes, limits, normalize
+from core import pagecache as board_cache
+from runs import lanes, normalize
 from runs.importers.records import RunRecord
 from runs.models import (
     SPEED_METRICS,
     SPEED_STATS,
     Hardware,
     HardwareClass,
+    Lane,
     Outcome,
     Run,
     ScoreScale,
     ScoringMode,
     Stack,
-    Visibility,
 )
-from submissions.models import Channel, Status, Submission
 
 SPEED_FIELDS = [f"{metric}_{stat}" for metric in SPEED_METRICS for stat in SPEED_STATS]
-
-
-@dataclass
-class ImportResult:
-    created: list[Run] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-    @property
-    def stack_ids(self) -> set[int]:
-        return {run.stack_id for run in self.created}
+LIVE_LANES = lanes.LaneModels(run=Run, lane=Lane, hardware_class=HardwareClass)
 
 
 def fingerprint(record: RunRecord) -> str:
@@ -52,137 +43,6 @@ def fingerprint(record: RunRecord) -> str:
             "outcome": record.outcome,
         }
     )
-
-
-def import_records(
-    records: Iterable[RunRecord],
-    *,
-    channel: str = Channel.IMPORT,
-    status: str = Status.APPROVED,
-    source_name: str = "",
-    is_demo: bool = False,
-    is_verified: bool = False,
-    refresh_stats: bool = True,
-) -> ImportResult:
-    """Store every record not already present, atomically; refresh the stacks they touch
-    (unless the caller refreshes them itself, once for many files). A record that a column
-    cannot hold raises FormatError (runs.limits) and nothing is stored."""
-    result = ImportResult()
-    with transaction.atomic():
-        for record in records:
-            limits.check_record(record)
-            key = fingerprint(record)
-            if Run.objects.filter(fingerprint=key).exists():
-                result.skipped.append(record.client_run_id or key[:12])
-                continue
-            try:
-                # A savepoint per run: a concurrent importer that wins the race turns this
-                # run into a skip instead of aborting the whole file.
-                with transaction.atomic():
-                    # Published from its INSERT: one UPDATE less per run than set_published.
-                    published = is_public(status, record.visibility, record.outcome)
-                    run = create_run(
-                        record, key, is_demo=is_demo, is_verified=is_verified, published=published
-                    )
-                    decided_at = timezone.now() if status == Status.APPROVED else None
-                    _submission(
-                        run,
-                        record,
-                        channel=channel,
-                        status=status,
-                        source_name=source_name,
-                        decided_at=decided_at,
-                    ).save()
-                    if published:
-                        board_cache.invalidate()
-            except IntegrityError:
-                if not Run.objects.filter(fingerprint=key).exists():
-                    raise
-                result.skipped.append(record.client_run_id or key[:12])
-                continue
-            result.created.append(run)
-        if refresh_stats:
-            refresh_stack_stats(stack_ids=result.stack_ids)
-    return result
-
-
-def import_batch(
-    files: list[tuple[str, list[RunRecord]]],
-    *,
-    channel: str = Channel.IMPORT,
-    status: str = Status.APPROVED,
-) -> list[ImportResult]:
-    """Many files' records with one INSERT per table; the same outcome as import_records on
-    each file in turn (present or repeated runs are skipped), without refreshing stacks.
-    Every record must have passed runs.limits (import_results rejects a file that does not).
-
-    All of it is one savepoint. Should a concurrent importer insert one of these runs first,
-    the savepoint is undone and the files go through import_records one at a time.
-    """
-    try:
-        with transaction.atomic():
-            return _import_batch(files, channel=channel, status=status)
-    except IntegrityError:
-        return [
-            import_records(
-                records, channel=channel, status=status, source_name=name, refresh_stats=False
-            )
-            for name, records in files
-        ]
-
-
-def _import_batch(
-    files: list[tuple[str, list[RunRecord]]], *, channel: str, status: str
-) -> list[ImportResult]:
-    keys = [[fingerprint(record) for record in records] for _name, records in files]
-    present = set(
-        Run.objects.filter(
-            fingerprint__in=[k for file_keys in keys for k in file_keys]
-        ).values_list("fingerprint", flat=True)
-    )
-    results: list[ImportResult] = []
-    new: list[tuple[RunRecord, str, str, ImportResult]] = []
-    for (name, records), file_keys in zip(files, keys, strict=True):
-        result = ImportResult()
-        for record, key in zip(records, file_keys, strict=True):
-            if key in present:
-                result.skipped.append(record.client_run_id or key[:12])
-                continue
-            present.add(key)
-            new.append((record, key, name, result))
-        results.append(result)
-    identities = resolve_identities([record for record, *_rest in new])
-    runs = []
-    class_ids: dict[str, int] = {}  # the classes of runs without a machine, found once each
-    for (record, key, _name, _result), (stack, hardware) in zip(new, identities, strict=True):
-        published = is_public(status, record.visibility, record.outcome)
-        runs.append(
-            _new_run(
-                record,
-                key,
-                stack=stack,
-                hardware=hardware,
-                is_demo=False,
-                is_verified=False,
-                published=published,
-                class_ids=class_ids,
-            )
-        )
-    bulk.save_runs([(run, record.suites) for run, (record, *_rest) in zip(runs, new, strict=True)])
-    decided_at = timezone.now() if status == Status.APPROVED else None
-    bulk.insert_instances(
-        [
-            _submission(
-                run, record, channel=channel, status=status, source_name=name, decided_at=decided_at
-            )
-            for run, (record, _key, name, _result) in zip(runs, new, strict=True)
-        ]
-    )
-    for run, (*_rest, result) in zip(runs, new, strict=True):
-        result.created.append(run)
-    if any(run.published for run in runs):
-        board_cache.invalidate()
-    return results
 
 
 def run_identity(record: RunRecord) -> tuple[Stack, Hardware | None]:
@@ -218,30 +78,6 @@ def _identity_keys(record: RunRecord) -> tuple[str, str]:
     if record.hardware is not None:
         machine = normalize.hardware_identity(**_hardware_fields(record))["canonical_key"]
     return normalize.stack_identity(**_stack_fields(record)), machine
-
-
-def create_run(
-    record: RunRecord,
-    key: str,
-    *,
-    identity: tuple[Stack, Hardware | None] | None = None,
-    is_demo: bool = False,
-    is_verified: bool = False,
-    published: bool = False,
-) -> Run:
-    """The run with its hardware, stack, suites, tasks and samples (no submission)."""
-    stack, hardware = identity or run_identity(record)
-    run = _new_run(
-        record,
-        key,
-        stack=stack,
-        hardware=hardware,
-        is_demo=is_demo,
-        is_verified=is_verified,
-        published=published,
-    )
-    bulk.save_runs([(run, record.suites)])
-    return run
 
 
 def _hardware_for(record: RunRecord) -> Hardware | None:
@@ -281,22 +117,7 @@ def _stack_for(record: RunRecord) -> Stack:
     return Stack.for_identity(**_stack_fields(record))
 
 
-def _submission(
-    run: Run, record: RunRecord, *, channel: str, status: str, source_name: str, decided_at
-) -> Submission:
-    """The unsaved submission row that records where an imported run came from."""
-    return Submission(
-        run=run,
-        channel=channel,
-        status=status,
-        client_run_id=record.client_run_id,
-        submitter_name=record.submitter_name,
-        source_name=source_name[:255],
-        decided_at=decided_at,
-    )
-
-
-def _new_run(
+def new_run(
     record: RunRecord,
     key: str,
     *,
@@ -308,7 +129,10 @@ def _new_run(
     class_ids: dict[str, int] | None = None,
 ) -> Run:
     """The unsaved run row for a record, in its machine's hardware class (or, without a
-    machine, the remote endpoint's or the unknown-hardware class)."""
+    machine, the remote endpoint's or the unknown-hardware class): the one place a stored
+    run's columns are worked out from its record (submissions.intake stores it).
+
+    `class_ids` caches the machineless classes across the runs of one batch."""
     scored = record.outcome == Outcome.COMPLETE and record.score_scale != ScoreScale.SPEED_ONLY
     return Run(
         stack=stack,
@@ -371,24 +195,6 @@ def _machineless_class(record: RunRecord, class_ids: dict[str, int] | None) -> i
     return cache[fields["key"]]
 
 
-def is_public(status: str, visibility: str, outcome: str) -> bool:
-    """Whether a run with this moderation status, visibility and outcome is on public pages."""
-    return (
-        status == Status.APPROVED
-        and visibility == Visibility.PUBLIC
-        and outcome == Outcome.COMPLETE
-    )
-
-
-def set_published(run: Run, status: str) -> None:
-    """Keep the denormalised `published` flag in step with moderation and visibility."""
-    published = is_public(status, run.visibility, run.outcome)
-    if published != run.published:
-        run.published = published
-        run.save(update_fields=["published"])
-        board_cache.invalidate()
-
-
 # Which published run represents a stack: comparable v3 first, then legacy v2, then speed-only.
 _BEST_RUN_ORDER = [
     (Q(score_scale=ScoreScale.V3, comparable=True), "overall_score"),
@@ -406,7 +212,7 @@ def refresh_stack_stats(*, stack_ids: Iterable[int]) -> int:
         return 0
     with transaction.atomic():
         list(Stack.objects.select_for_update().filter(id__in=ids).order_by("id").values_list("id"))
-        lanes.refresh_lanes(ids)
+        lanes.refresh_lanes(ids, models=LIVE_LANES)
         refreshed = _refresh_stack_rows(ids)
     board_cache.invalidate()  # the leaderboard reads lanes and best runs
     return refreshed

@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes, force_str
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
-from benchloop_site.links import absolute_url
+from core.links import absolute_url
 from submissions.models import SubmitterProfile
 
 

@@ -16,16 +16,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchloop_site.links import absolute_url
-from benchloop_site.middleware import NOTHING_SAVED, unavailable_response
-from benchloop_site.throttling import AnonThrottle, UserThrottle
+from core.errors import ApiError
+from core.links import absolute_url
+from core.throttling import AnonThrottle, UserThrottle
+from core.unavailable import NOTHING_SAVED, unavailable_response
 from runs.importers import FormatError, UnsupportedVersion
 from runs.importers.records import Unstorable, load_json
 from runs.importers.upgrade import check_versions, upgrade
 from runs.limits import schema_errors, upload_schema_bytes
 from runs.models import Run
 from submissions import keys
-from submissions.errors import ApiError
 from submissions.models import Channel, Submission, UploadAttempt
 from submissions.permissions import scope_required
 from submissions.services import (

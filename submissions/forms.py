@@ -5,8 +5,8 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
+from runs.names import RESERVED, skeleton
 from submissions.models import AcceleratorOverride, ApiKey, Status, Submission
-from submissions.names import RESERVED, skeleton
 
 
 class SignupForm(UserCreationForm):

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from submissions.names import imported_label
+from runs.names import imported_label
 
 if TYPE_CHECKING:
     from runs.accelerators import Accelerator

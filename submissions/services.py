@@ -15,23 +15,17 @@ from django.db.models import Value
 from django.urls import reverse
 from django.utils import timezone
 
-from benchloop_site.links import absolute_url
-from leaderboard import cache as board_cache
-from runs import bounds, limits, normalize
+from core import pagecache as board_cache
+from core.links import absolute_url
+from runs import bounds, normalize
 from runs.importers import parse_run_payload
 from runs.importers.records import RunRecord
 from runs.models import Run
-from runs.services import (
-    create_run,
-    fingerprint,
-    is_public,
-    refresh_stack_stats,
-    run_identity,
-    set_published,
-)
+from runs.services import fingerprint, refresh_stack_stats, run_identity
 from runs.tasks import refresh_stack_soon
-from submissions import integrity, keys
+from submissions import intake, integrity, keys
 from submissions.access import is_moderator
+from submissions.intake import set_published
 from submissions.models import (
     ApiKey,
     Channel,
@@ -112,7 +106,7 @@ def submit_run(
     account already owns the run.
     """
     record = parse_run_payload(payload, upgraded=upgraded)
-    limits.check_record(record)
+    intake.check_record(record)
     record.raw_payload = scrub_payload(payload)
     digest = content_hash(payload)
     if not record.client_run_id:
@@ -220,29 +214,24 @@ def _create(
         else integrity.check_run(record, stack=stack, hardware=hardware)
     )
     status = _initial_status(channel, submitter, reasons)
-    # Published from its INSERT, not by an UPDATE after it.
-    published = is_public(status, record.visibility, record.outcome)
-    run = create_run(
-        record,
-        run_key,
-        identity=(stack, hardware),
-        is_verified=is_verified,
-        published=published,
+    (submission,) = intake.store_runs(
+        [
+            intake.NewRun(
+                record=record,
+                key=run_key,
+                channel=channel,
+                status=status,
+                submitter=submitter,
+                api_key=api_key,
+                content_hash=digest if submitter else "",
+                flag_reasons=reasons,
+                uploader_key=uploader_key,
+                is_verified=is_verified,
+                identity=(stack, hardware),
+            )
+        ]
     )
-    if published:
-        board_cache.invalidate()
-    submission = Submission.objects.create(
-        run=run,
-        channel=channel,
-        status=status,
-        submitter=submitter,
-        api_key=api_key,
-        client_run_id=record.client_run_id,
-        content_hash=digest if submitter else "",
-        flag_reasons=reasons,
-        uploader_key=uploader_key,
-        decided_at=timezone.now() if status == Status.APPROVED else None,
-    )
+    run = submission.run
     if status != Status.PENDING:
         ModerationDecision.objects.create(
             submission=submission,
@@ -257,7 +246,7 @@ def _create(
         stack=run.stack,
         run=run,
     )
-    if published:
+    if run.published:
         refresh_stack_soon(run.stack_id)
     return submission
 

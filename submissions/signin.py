@@ -15,8 +15,8 @@ import time
 from django.conf import settings
 from django.http import HttpRequest
 
-from benchloop_site.formlimits import client_address
-from benchloop_site.throttling import count_in_window, limits_cache
+from core.formlimits import client_address
+from core.throttling import count_in_window, limits_cache
 
 
 def _scopes(request: HttpRequest, username: str) -> list[tuple[str, int]]:

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
-from benchloop_site.formlimits import limit_posts, seconds_to_wait, too_many_requests
+from core.formlimits import limit_posts, seconds_to_wait, too_many_requests
 from runs.models import Hardware, Run
 from submissions import accelerators, accounts, services, signin
 from submissions import queue as moderation_queue

@@ -194,7 +194,7 @@ def test_a_job_queued_while_the_broker_is_down_is_sent_once_it_is_back(
 
 def test_the_api_reads_go_on_while_redis_is_down(drill_redis, client, settings):
     """Redis holds the throttle counters and the page cache: with it down, reads that need
-    nothing else still answer (throttles fail open, benchloop_site/throttling.py), and the
+    nothing else still answer (throttles fail open, core/throttling.py), and the
     throttles count again once it is back."""
     redis = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": drill_redis.url}
     settings.CACHES = {"default": redis, "limits": redis}

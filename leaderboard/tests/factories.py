@@ -8,10 +8,55 @@ from datetime import UTC, datetime, timedelta
 from runs import normalize
 from runs.importers.records import HardwareRecord, RunRecord, SampleRecord, SuiteRecord, TaskRecord
 from runs.models import HardwareClass, Lane, Run, Stack
-from runs.services import import_records, refresh_stack_stats
+from runs.services import refresh_stack_stats
+from submissions.intake import import_records
 
 _counter = itertools.count(1)
 HOSTILE = "<script>alert(1)</script>\"onmouseover=alert(2) x='"
+
+
+def _suites_with_tasks() -> list[SuiteRecord]:
+    """A speed task with trials and a failed tool call, each with private output and metadata."""
+    return [
+        SuiteRecord(
+            suite="speed",
+            score=70.0,
+            task_count=1,
+            pass_count=1,
+            tasks=[
+                TaskRecord(
+                    task_id="speed-short-001",
+                    passed=True,
+                    score=70.0,
+                    latency_ms=480.0,
+                    execution_ok=True,
+                    output="SECRET MODEL OUTPUT",
+                    error="",
+                    metadata={"selection_method": "median", "turns": ["private words"]},
+                    samples=[
+                        SampleRecord(trial_index=1, is_warmup=True, decode_tps=40.0),
+                        SampleRecord(trial_index=2, decode_tps=50.0, ttft_ms=35.0),
+                    ],
+                )
+            ],
+        ),
+        SuiteRecord(
+            suite="toolcall",
+            score=0.0,
+            task_count=1,
+            tasks=[
+                TaskRecord(
+                    task_id="tc-01",
+                    passed=False,
+                    score=0.0,
+                    execution_ok=True,
+                    error="PRIVATE ERROR TEXT",
+                    output="PRIVATE OUTPUT TEXT",
+                    metadata={"evaluation_status": "fail", "answer_line": "PRIVATE LINE"},
+                )
+            ],
+        ),
+    ]
 
 
 def record(
@@ -40,46 +85,7 @@ def record(
     n = next(_counter)
     suites = [SuiteRecord(suite="toolcall", score=quality, task_count=10, pass_count=6)]
     if with_tasks:
-        suites = [
-            SuiteRecord(
-                suite="speed",
-                score=70.0,
-                task_count=1,
-                pass_count=1,
-                tasks=[
-                    TaskRecord(
-                        task_id="speed-short-001",
-                        passed=True,
-                        score=70.0,
-                        latency_ms=480.0,
-                        execution_ok=True,
-                        output="SECRET MODEL OUTPUT",
-                        error="",
-                        metadata={"selection_method": "median", "turns": ["private words"]},
-                        samples=[
-                            SampleRecord(trial_index=1, is_warmup=True, decode_tps=40.0),
-                            SampleRecord(trial_index=2, decode_tps=50.0, ttft_ms=35.0),
-                        ],
-                    )
-                ],
-            ),
-            SuiteRecord(
-                suite="toolcall",
-                score=0.0,
-                task_count=1,
-                tasks=[
-                    TaskRecord(
-                        task_id="tc-01",
-                        passed=False,
-                        score=0.0,
-                        execution_ok=True,
-                        error="PRIVATE ERROR TEXT",
-                        output="PRIVATE OUTPUT TEXT",
-                        metadata={"evaluation_status": "fail", "answer_line": "PRIVATE LINE"},
-                    )
-                ],
-            ),
-        ]
+        suites = _suites_with_tasks()
     return RunRecord(
         source_format="run-v3",
         started_at=datetime.now(UTC) - timedelta(days=days_ago, seconds=n),

@@ -10,7 +10,7 @@ from django.utils import timezone
 from lab import services as lab
 from lab.models import BenchmarkJob
 from leaderboard.tests.factories import add_runs, ensure_lanes, record
-from runs.services import set_published
+from submissions.intake import set_published
 from submissions.models import Status
 
 pytestmark = pytest.mark.django_db

@@ -91,6 +91,13 @@ def test_the_image_build_inputs_exist() -> None:
         if line.startswith("COPY "):
             for source in line.split()[1:-1]:
                 assert (REPO / source).exists(), source
+    # Every package the distribution installs is in the image (lab/ was once left out).
+    import tomllib
+
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    copied = {line.split()[1] for line in dockerfile.splitlines() if line.startswith("COPY ")}
+    for pattern in packages["packages"]["find"]["include"]:
+        assert pattern.rstrip("*") in copied, f"the Dockerfile does not copy {pattern}"
     entrypoint = REPO / "docker" / "entrypoint.sh"
     assert entrypoint.stat().st_mode & 0o111
     assert 'exec "$@"' in entrypoint.read_text()

@@ -9,8 +9,8 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import Client
 
-from benchloop_site.middleware import server_error
-from submissions.errors import bad_request, permission_denied
+from core.errors import bad_request, permission_denied
+from core.unavailable import server_error
 
 pytestmark = pytest.mark.django_db
 

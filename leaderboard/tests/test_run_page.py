@@ -71,7 +71,7 @@ def test_the_query_count_does_not_grow_with_tasks(
     client: Client, django_assert_num_queries, fixtures_dir
 ) -> None:
     from runs.importers import parse_path
-    from runs.services import import_records
+    from submissions.intake import import_records
 
     full = import_records(parse_path(fixtures_dir / "generated/v3-full-local/run.json")).created[0]
     (small,) = add_runs(record(with_tasks=True))

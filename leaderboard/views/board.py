@@ -20,7 +20,8 @@ from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
-from benchloop_site.conditional import revalidated
+from core.conditional import revalidated
+from core.feeds import XmlSafeAtomFeed
 from leaderboard import cache as board_cache
 from leaderboard import charts, exports, queries
 from leaderboard import filters as board_filters
@@ -354,7 +355,7 @@ def feed(request: HttpRequest) -> HttpResponse:
     board_link = (
         base + reverse("leaderboard:leaderboard") + (f"?{query.urlencode()}" if query else "")
     )
-    atom = exports.XmlSafeAtomFeed(
+    atom = XmlSafeAtomFeed(
         title=title,
         link=board_link,
         description="Newly approved BenchLoop results matching a leaderboard view.",

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+from celery import current_app
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from benchloop_site.middleware import RETRY_AFTER_SECONDS
+from core.unavailable import RETRY_AFTER_SECONDS
 
 
 @never_cache
 @require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """Database and broker reachability, for load balancers and the README's smoke check."""
-    from benchloop_site.celery import app
-
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -24,7 +23,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:  # any failure means "not healthy"; say which kind
         checks["database"] = f"error: {type(exc).__name__}"
     try:
-        with app.connection_for_write() as conn:
+        # The project's app (benchloop_site.celery makes itself current): the wiring above
+        # the apps is not imported from here.
+        with current_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=3)
         checks["broker"] = "ok"
     except Exception as exc:

@@ -34,9 +34,9 @@ from runs.models import (
     TaskResult,
     Visibility,
 )
+from runs.names import imported_label
 from submissions.access import can_see_private
 from submissions.models import Status
-from submissions.names import imported_label
 from worker.engine.redact import redact_command, redact_text
 
 RUNS_PER_PAGE = 25

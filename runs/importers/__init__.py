@@ -19,7 +19,7 @@ from runs.importers.records import (
 )
 from runs.importers.runjson import check_not_empty, parse_run
 from runs.importers.upgrade import UnsupportedVersion, upgrade
-from submissions.names import is_anonymous
+from runs.names import is_anonymous
 from worker.engine.redact import redact_field
 
 MAX_FILE_BYTES = 50 * 1024 * 1024

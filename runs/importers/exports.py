@@ -159,7 +159,20 @@ def _runtime_version(runtime: Node) -> str:
 
 def parse_speed_jsonl(text: str, *, model_id: str = "") -> list[RunRecord]:
     """bench_results.jsonl: a summary line, then its run lines, grouped by `tag`."""
-    summaries: list[tuple[int, Node]] = []
+    summaries, runs_by_tag = _speed_lines(text)
+    if not summaries:
+        raise FormatError("", "no summary line found")
+    records = []
+    for summary in summaries:
+        tag = summary.get("tag").str()
+        runs = runs_by_tag.get(tag, [])
+        records.append(_speed_record(summary, tag, runs, _speed_tasks(runs), model_id))
+    return records
+
+
+def _speed_lines(text: str) -> tuple[list[Node], dict[str, list[Node]]]:
+    """The file's summary lines, and its run lines by tag."""
+    summaries: list[Node] = []
     runs_by_tag: dict[str, list[Node]] = defaultdict(list)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -168,75 +181,76 @@ def parse_speed_jsonl(text: str, *, model_id: str = "") -> list[RunRecord]:
         node = Node(value, f"line {number}")
         kind = node.get("kind").str()
         if kind == "summary":
-            summaries.append((number, node))
+            summaries.append(node)
         elif kind == "run":
             runs_by_tag[node.get("tag").str()].append(node)
         else:
             raise node.get("kind").fail(f"unknown line kind {kind!r}")
-    if not summaries:
-        raise FormatError("", "no summary line found")
-    records = []
-    for _number, summary in summaries:
-        tag = summary.get("tag").str()
-        runs = runs_by_tag.get(tag, [])
-        tasks: dict[str, TaskRecord] = {}
-        for run in runs:
-            prompt_id = run.get("prompt_id").str()
-            task = tasks.setdefault(
-                prompt_id, TaskRecord(task_id=prompt_id, passed=True, execution_ok=True)
-            )
-            elapsed = run.get("elapsed_s", required=False).num(minimum=0)
-            task.samples.append(
-                SampleRecord(
-                    trial_index=run.get("run").int(minimum=0) or len(task.samples) + 1,
-                    decode_tps=run.get("gen_tps").num(minimum=0),
-                    prefill_tps=run.get("prompt_tps", required=False).num(minimum=0),
-                    total_latency_ms=elapsed * 1000 if elapsed is not None else None,
-                    tokens_generated=run.get("completion_tokens", required=False).int(),
-                    tokens_prompt=run.get("prompt_tokens", required=False).int(),
-                )
-            )
-            task.finish_reason = run.get("finish_reason", required=False).str()
-        samples = [s for task in tasks.values() for s in task.samples]
-        decode = summarize(s.decode_tps for s in samples)
-        prefill = summarize(s.prefill_tps for s in samples)
-        started = summary.get("started_utc").timestamp()
-        records.append(
-            RunRecord(
-                source_format="speed-jsonl",
-                started_at=started,
-                model_id=model_id or "unknown-model",
-                score_scale="speed",
-                client_run_id=f"{tag}@{started.isoformat()}",
-                engine="llama.cpp",
-                provider="openai_compat",
-                speed={
-                    # The probe's summary is authoritative; the spread it lacks comes from samples.
-                    "decode_tps_peak": summary.get("gen_tps_peak").num(minimum=0),
-                    "decode_tps_mean": summary.get("gen_tps_mean").num(minimum=0),
-                    "decode_tps_median": summary.get("gen_tps_median").num(minimum=0),
-                    "decode_tps_stdev": summary.get("gen_tps_stdev", required=False).num(minimum=0),
-                    "decode_tps_p95": summary.get("gen_tps_p95", required=False).num(minimum=0)
-                    or decode["p95"],
-                    "decode_tps_p5": decode["p5"],
-                    "prefill_tps_mean": summary.get("prompt_tps_mean", required=False).num(
-                        minimum=0
-                    ),
-                    "prefill_tps_median": prefill["median"],
-                },
-                speed_sample_count=summary.get("n_runs", required=False).int() or len(samples),
-                suites=[
-                    SuiteRecord(
-                        suite="speed",
-                        task_count=len(tasks),
-                        pass_count=len(tasks),
-                        tasks=list(tasks.values()),
-                    )
-                ]
-                if tasks
-                else [],
-                launch_settings={"tag": tag},
-                raw_payload={"summary": summary.obj(), "runs": [r.obj() for r in runs]},
+    return summaries, runs_by_tag
+
+
+def _speed_tasks(runs: list[Node]) -> dict[str, TaskRecord]:
+    """One task per prompt, with a sample per run line."""
+    tasks: dict[str, TaskRecord] = {}
+    for run in runs:
+        prompt_id = run.get("prompt_id").str()
+        task = tasks.setdefault(
+            prompt_id, TaskRecord(task_id=prompt_id, passed=True, execution_ok=True)
+        )
+        elapsed = run.get("elapsed_s", required=False).num(minimum=0)
+        task.samples.append(
+            SampleRecord(
+                trial_index=run.get("run").int(minimum=0) or len(task.samples) + 1,
+                decode_tps=run.get("gen_tps").num(minimum=0),
+                prefill_tps=run.get("prompt_tps", required=False).num(minimum=0),
+                total_latency_ms=elapsed * 1000 if elapsed is not None else None,
+                tokens_generated=run.get("completion_tokens", required=False).int(),
+                tokens_prompt=run.get("prompt_tokens", required=False).int(),
             )
         )
-    return records
+        task.finish_reason = run.get("finish_reason", required=False).str()
+    return tasks
+
+
+def _speed_record(
+    summary: Node, tag: str, runs: list[Node], tasks: dict[str, TaskRecord], model_id: str
+) -> RunRecord:
+    """One tag's run: the probe's summary, with the spread it lacks taken from the samples."""
+    samples = [s for task in tasks.values() for s in task.samples]
+    decode = summarize(s.decode_tps for s in samples)
+    prefill = summarize(s.prefill_tps for s in samples)
+    started = summary.get("started_utc").timestamp()
+    return RunRecord(
+        source_format="speed-jsonl",
+        started_at=started,
+        model_id=model_id or "unknown-model",
+        score_scale="speed",
+        client_run_id=f"{tag}@{started.isoformat()}",
+        engine="llama.cpp",
+        provider="openai_compat",
+        speed={
+            # The probe's summary is authoritative; the spread it lacks comes from samples.
+            "decode_tps_peak": summary.get("gen_tps_peak").num(minimum=0),
+            "decode_tps_mean": summary.get("gen_tps_mean").num(minimum=0),
+            "decode_tps_median": summary.get("gen_tps_median").num(minimum=0),
+            "decode_tps_stdev": summary.get("gen_tps_stdev", required=False).num(minimum=0),
+            "decode_tps_p95": summary.get("gen_tps_p95", required=False).num(minimum=0)
+            or decode["p95"],
+            "decode_tps_p5": decode["p5"],
+            "prefill_tps_mean": summary.get("prompt_tps_mean", required=False).num(minimum=0),
+            "prefill_tps_median": prefill["median"],
+        },
+        speed_sample_count=summary.get("n_runs", required=False).int() or len(samples),
+        suites=[
+            SuiteRecord(
+                suite="speed",
+                task_count=len(tasks),
+                pass_count=len(tasks),
+                tasks=list(tasks.values()),
+            )
+        ]
+        if tasks
+        else [],
+        launch_settings={"tag": tag},
+        raw_payload={"summary": summary.obj(), "runs": [r.obj() for r in runs]},
+    )

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from core.feeds import xml_text
 from runs import bounds
 
 FORBIDDEN_IN_NAMES = {
@@ -74,11 +75,11 @@ def test_dates_before_2020_or_beyond_a_day_ahead_are_refused() -> None:
 
 def test_xml_text_keeps_every_xml_character_and_replaces_the_rest() -> None:
     every_bad = "".join(FORBIDDEN_IN_NAMES.values())
-    cleaned = bounds.xml_text(f"a{every_bad}b\t\n")
+    cleaned = xml_text(f"a{every_bad}b\t\n")
     ET.fromstring(f"<t>{cleaned.replace('&', '&amp;').replace('<', '&lt;')}</t>")
     assert cleaned.startswith("a") and cleaned.endswith("b\t\n")
     assert "\u202e" in cleaned and "\x85" in cleaned  # XML holds these; only names refuse them
-    assert bounds.xml_text("é ✓ 🚀 <ok>") == "é ✓ 🚀 <ok>"
+    assert xml_text("é ✓ 🚀 <ok>") == "é ✓ 🚀 <ok>"
 
 
 def test_one_line_makes_any_stored_text_a_header_safe_line() -> None:

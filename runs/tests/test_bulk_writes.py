@@ -17,9 +17,10 @@ from django.db import IntegrityError, connection, transaction
 from runs import bulk
 from runs.importers import parse_path, read_file
 from runs.importers.records import JsonText
-from runs.management.commands import import_results
 from runs.models import Run, SpeedSample, Stack, SuiteResult, TaskResult
-from runs.services import fingerprint, import_records
+from runs.services import fingerprint
+from submissions.intake import import_records
+from submissions.management.commands import import_results
 from submissions.models import Submission
 
 SMOKE = "generated/v3-smoke-local-run.json"

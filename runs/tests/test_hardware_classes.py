@@ -15,9 +15,9 @@ from django.db.models import F
 from runs import normalize
 from runs.importers import parse_run_payload
 from runs.importers.records import RunRecord
-from runs.management.commands.seed_demo import FIXTURE_FILES
 from runs.models import Hardware, HardwareClass, Run
-from runs.services import import_batch, import_records
+from submissions.intake import import_batch, import_records
+from submissions.management.commands.seed_demo import FIXTURE_FILES
 
 SMOKE = "generated/v3-smoke-local-run.json"
 

@@ -14,7 +14,7 @@ import pytest
 from runs.importers import FormatError, parse_run_payload
 from runs.limits import upload_schema
 from runs.models import Run
-from runs.services import import_records
+from submissions.intake import import_records
 from worker.engine.bundle import upload_view
 from worker.engine.orchestrator import RunConfig, run_benchmark
 from worker.engine.testing.xllama_launcher import model_path

@@ -12,7 +12,8 @@ from django.db.models import F
 from runs import demo, normalize
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
 from runs.models import Lane, Run, Stack
-from runs.services import import_records, refresh_stack_stats
+from runs.services import refresh_stack_stats
+from submissions.intake import import_records
 from submissions.models import Status, Submission
 from worker.engine.stats import median_interval
 

@@ -11,7 +11,8 @@ from django.db import connection
 
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
 from runs.models import Hardware, Run, Stack
-from runs.services import import_records, refresh_stack_stats
+from runs.services import refresh_stack_stats
+from submissions.intake import import_records
 from submissions.models import Status
 
 

@@ -1,7 +1,7 @@
 """Imported rows credited to "anonymous" (in any spelling) are credited to nobody.
 
 Such a name had a public page that any account signing up as "anonymous" took over. After
-this, "anonymous" runs have no page, and sign-up reserves the word (submissions.names).
+this, "anonymous" runs have no page, and sign-up reserves the word (runs.names).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.db import migrations
 
 
 def forget_anonymous_names(apps, schema_editor):
-    from submissions.names import is_anonymous
+    from runs.names import is_anonymous
 
     Submission = apps.get_model("submissions", "Submission")
     names = (

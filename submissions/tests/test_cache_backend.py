@@ -6,7 +6,7 @@ import uuid
 
 from django.core.cache import cache, caches
 
-from benchloop_site.cache import ReusingRedisCache
+from core.cache import ReusingRedisCache
 
 
 def test_the_site_cache_reuses_its_redis_client() -> None:

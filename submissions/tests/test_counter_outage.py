@@ -1,5 +1,5 @@
 """Throttle counters that cannot be written: the API throttles fail open, the sign-in lockout
-fails closed, and neither answers 500 (benchloop_site/throttling.py says why).
+fails closed, and neither answers 500 (core/throttling.py says why).
 
 Two real failures of the "limits" cache: a Redis that does not answer (nothing listens on its
 port), and the embedded default's file cache on a disk that is full (a small tmpfs).
@@ -31,7 +31,7 @@ def redis_down(settings) -> None:
     settings.CACHES = {
         **settings.CACHES,
         "limits": {
-            "BACKEND": "benchloop_site.cache.ReusingRedisCache",
+            "BACKEND": "core.cache.ReusingRedisCache",
             "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
         },
     }
@@ -61,7 +61,7 @@ def _sign_in(password: str):
 def test_the_api_keeps_answering_unthrottled_while_the_counters_redis_is_down(
     redis_down, caplog
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="benchloop_site.throttling"):
+    with caplog.at_level(logging.WARNING, logger="core.throttling"):
         answer = Client(raise_request_exception=False).get("/api/v1/leaderboard")
     assert answer.status_code == 200
     assert "throttle anon not counted (failing open)" in caplog.text

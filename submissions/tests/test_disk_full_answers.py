@@ -1,5 +1,5 @@
 """What a full disk raises, from real SQLite and file writes on a full tmpfs, is answered 507
-naming the disk (benchloop_site/middleware.py). The whole drill on a running embedded install:
+naming the disk (core/unavailable.py). The whole drill on a running embedded install:
 leaderboard/tests/test_embedded_disk_full.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.db import OperationalError
 
-from benchloop_site.middleware import is_disk_full, unavailable_response
+from core.unavailable import is_disk_full, unavailable_response
 from worker.tests.disk import fill, tmpfs
 
 

@@ -11,7 +11,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard.tests.factories import record
-from runs.services import import_records, refresh_stack_stats
+from runs.services import refresh_stack_stats
+from submissions.intake import import_records
 from submissions.models import Status, Submission
 from submissions.services import moderate_submission, withdraw_run
 from submissions.tests.conftest import post_json

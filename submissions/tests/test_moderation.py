@@ -7,7 +7,7 @@ from django.core import mail
 
 from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
 from runs.models import Stack
-from runs.services import import_records
+from submissions.intake import import_records
 from submissions.models import Status, Submission
 from submissions.services import moderate_submission
 

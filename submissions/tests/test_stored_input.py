@@ -18,6 +18,7 @@ from leaderboard.tests.factories import add_runs, record
 from runs import limits
 from runs.importers import FormatError, parse_run_payload
 from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult
+from submissions import intake
 from submissions.models import Channel, Submission
 from submissions.services import SubmissionConflict, submit_run
 from submissions.tests.conftest import post_json
@@ -135,7 +136,7 @@ def test_a_value_larger_than_its_column_is_a_400_naming_the_field(
         _refused(post_json(Client(), endpoint, payload, key), _json_path(field))
     # Without the schema (the importers' path) the record check names the same field.
     with pytest.raises(FormatError) as refused:
-        limits.check_record(parse_run_payload(payload))
+        intake.check_record(parse_run_payload(payload))
     assert refused.value.position == _json_path(field)
 
 
@@ -164,7 +165,7 @@ def test_an_integrity_error_that_is_no_race_is_never_called_a_conflict(
 ) -> None:
     """Were the validation to miss a constraint, the upload must fail as the bug it is, not
     tell the submitter that another account owns their run."""
-    monkeypatch.setattr(limits, "check_record", lambda record: None)
+    monkeypatch.setattr(intake, "check_record", lambda record: None)
     payload = _put(smoke_run, "model.model_id", "tiny-0b")
     with pytest.raises(IntegrityError):
         submit_run(payload=payload, channel=Channel.API_KEY, submitter=alice)

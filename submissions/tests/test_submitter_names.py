@@ -11,8 +11,8 @@ from django.test import Client
 
 from leaderboard.tests.factories import add_runs, record
 from runs.importers import public_fields
+from runs.names import skeleton
 from submissions.models import Status, Submission
-from submissions.names import skeleton
 from submissions.services import create_api_key, moderate_submission
 from submissions.tests.conftest import post_json
 

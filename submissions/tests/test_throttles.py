@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.test import Client
 
-from benchloop_site.throttling import AnonThrottle
+from core.throttling import AnonThrottle
 
 pytestmark = pytest.mark.django_db
 PARALLEL = 40

@@ -24,7 +24,7 @@ def _source_copy(target: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, target / name)
     ignore = shutil.ignore_patterns("__pycache__", "tests", "*.pyc")
-    for package in ("worker", "lab", "runs", "submissions", "leaderboard", "benchloop_site"):
+    for package in ("worker", "core", "lab", "runs", "submissions", "leaderboard", "benchloop_site"):
         shutil.copytree(REPO / package, target / package, ignore=ignore)
     return target
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("worker", "lab", "runs", "submissions", "leaderboard", "benchloop_site")
+PACKAGES = ("worker", "core", "lab", "runs", "submissions", "leaderboard", "benchloop_site")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
@@ -29,17 +29,44 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in result.stdout
 
 
-def test_an_engine_module_that_imports_the_site_breaks_them(tmp_path: Path) -> None:
-    """A copy of the tree where the engine reaches into the site, inside a function (which an
-    import at the top would make obvious, and this would not)."""
+def _copy_tree(root: Path) -> None:
     for name in PACKAGES:
         shutil.copytree(
-            REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "data")
+            REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "data")
         )
-    shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
-    stats = tmp_path / "worker" / "engine" / "stats.py"
-    sneaky = "\n\ndef _sneaky():\n    from runs.models import Run\n\n    return Run\n"
-    stats.write_text(stats.read_text() + sneaky)
+    shutil.copy(REPO / ".importlinter", root / ".importlinter")
+
+
+def _sneak(module: Path, statement: str) -> None:
+    """Add an import inside a function (which an import at the top would make obvious, and
+    this would not)."""
+    sneaky = f"\n\ndef _sneaky():\n    {statement}\n\n    return None\n"
+    module.write_text(module.read_text() + sneaky)
+
+
+def test_an_engine_module_that_imports_the_site_breaks_them(tmp_path: Path) -> None:
+    """A copy of the tree where the engine reaches into the site."""
+    _copy_tree(tmp_path)
+    _sneak(tmp_path / "worker" / "engine" / "stats.py", "from runs.models import Run  # noqa")
     result = _lint(tmp_path)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "BROKEN" in result.stdout and "worker.engine.stats -> runs.models" in result.stdout
+
+
+def test_an_upward_import_between_the_apps_breaks_them(tmp_path: Path) -> None:
+    """A copy of the tree where the data layer reaches up into the public site: the cycle
+    runs -> leaderboard -> runs that the layers exist to prevent."""
+    _copy_tree(tmp_path)
+    _sneak(tmp_path / "runs" / "services.py", "from leaderboard import queries  # noqa")
+    result = _lint(tmp_path)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "site-layers" in result.stdout or "The site in layers" in result.stdout
+    assert "runs.services -> leaderboard.queries" in result.stdout
+
+
+def test_the_lab_and_the_public_site_stay_independent(tmp_path: Path) -> None:
+    _copy_tree(tmp_path)
+    _sneak(tmp_path / "leaderboard" / "exports.py", "from lab import models  # noqa")
+    result = _lint(tmp_path)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "leaderboard.exports -> lab.models" in result.stdout

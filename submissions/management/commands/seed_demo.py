@@ -10,7 +10,6 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 
-from runs import normalize
 from runs.demo import (
     HARDWARE,
     SUBMITTERS,
@@ -22,15 +21,10 @@ from runs.demo import (
 )
 from runs.importers import FormatError, parse_path
 from runs.importers.records import RunRecord
-from runs.models import Hardware, HardwareClass, Run, Stack, SuiteResult
-from runs.services import (
-    SPEED_FIELDS,
-    fingerprint,
-    import_records,
-    machineless_class_fields,
-    refresh_stack_stats,
-)
-from submissions.models import Channel, Status, Submission
+from runs.models import Run
+from runs.services import refresh_stack_stats
+from submissions.intake import NewRun, import_records, store_runs
+from submissions.models import Channel, Status
 
 # leaderboard.json is left out: its source repository has no licence (tests only).
 FIXTURE_FILES = [
@@ -137,9 +131,7 @@ class Command(BaseCommand):
         stacks = demo_stacks(rng, max(50, min(3000, total // 40)))
         offset = Run.objects.count()
         created = 0
-        self._class_ids: dict[str, int] = {}
-        hardware_cache: dict[str, Hardware] = {}
-        stack_cache: dict[str, Stack] = {}
+        stack_ids: set[int] = set()
         while created < total:
             records: list[RunRecord] = []
             while len(records) < min(BATCH, total - created):
@@ -153,135 +145,36 @@ class Command(BaseCommand):
                     record.client_run_id = f"bulk-{offset + created + len(records)}"
                     records.append(record)
             # Some uploads are turned down: attempts that count, runs that do not.
-            rejected = [rng.random() < REJECTED_SHARE for _ in records]
-            self._write_batch(records, hardware_cache, stack_cache, rejected)
+            statuses = [
+                Status.REJECTED if rng.random() < REJECTED_SHARE else Status.APPROVED
+                for _ in records
+            ]
+            with transaction.atomic():
+                stored = store_runs(
+                    [
+                        NewRun(
+                            record=record,
+                            channel=Channel.IMPORT,
+                            status=status,
+                            submitter_name=record.submitter_name,
+                            source_name="seed_demo --runs",
+                            is_demo=True,
+                        )
+                        for record, status in zip(records, statuses, strict=True)
+                    ]
+                )
+            stack_ids |= {submission.run.stack_id for submission in stored}
             created += len(records)
             self.stdout.write(f"  {created}/{total} runs", ending="\r")
         written = time.perf_counter()
-        refresh_stack_stats(stack_ids=[s.id for s in stack_cache.values()])
+        refresh_stack_stats(stack_ids=stack_ids)
         # Fresh planner statistics: until autovacuum gets to a bulk load, Postgres plans the
         # board's lane queries for empty tables (a three-filter view took 430 ms, then 84 ms).
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         elapsed = time.perf_counter() - started
         self.stdout.write(
-            f"created {created} runs on {len(stack_cache)} stacks in {elapsed:.1f} s "
+            f"created {created} runs on {len(stack_ids)} stacks in {elapsed:.1f} s "
             f"({created / elapsed:.0f} runs/s; lanes and stack figures "
             f"{time.perf_counter() - written:.1f} s of it)"
-        )
-
-    def _machine(
-        self, record: RunRecord, hardware_cache: dict[str, Hardware]
-    ) -> tuple[Hardware | None, int]:
-        """The record's machine (None for a remote endpoint) and its hardware class's id."""
-        hw = record.hardware
-        if hw is None:
-            fields = machineless_class_fields(record)
-            key = f"class:{fields['key']}"
-            if key not in self._class_ids:
-                self._class_ids[key] = HardwareClass.for_fields(fields).pk
-            return None, self._class_ids[key]
-        hw_fields = dict(
-            cpu=hw.cpu,
-            gpu=hw.gpu,
-            gpu_count=hw.gpu_count,
-            vram_gb=hw.vram_gb,
-            ram_gb=hw.ram_gb,
-            os_name=hw.os_name,
-            memory_channels=hw.memory_channels,
-        )
-        hw_key = normalize.hardware_identity(**hw_fields)["canonical_key"]
-        if hw_key not in hardware_cache:
-            hardware_cache[hw_key] = Hardware.for_identity(**hw_fields)
-        hardware = hardware_cache[hw_key]
-        return hardware, hardware.hardware_class_id
-
-    @transaction.atomic
-    def _write_batch(
-        self,
-        records: list[RunRecord],
-        hardware_cache: dict[str, Hardware],
-        stack_cache: dict[str, Stack],
-        rejected: list[bool],
-    ) -> None:
-        runs = []
-        for record, is_rejected in zip(records, rejected, strict=True):
-            hardware, class_id = self._machine(record, hardware_cache)
-            stack_fields = dict(
-                model_id=record.model_id,
-                quantization=record.quantization,
-                model_sha256="",
-                engine=record.engine,
-                harness=record.harness,
-                context_length=record.context_length,
-                kv_cache_type="",
-                draft_model="",
-                launch_settings={},
-            )
-            stack_key = normalize.stack_identity(**stack_fields)
-            if stack_key not in stack_cache:
-                stack_cache[stack_key] = Stack.for_identity(**stack_fields)
-            runs.append(
-                Run(
-                    stack=stack_cache[stack_key],
-                    hardware=hardware,
-                    hardware_class_id=class_id,
-                    fingerprint=fingerprint(record),
-                    client_run_id=record.client_run_id,
-                    benchmark_version=record.benchmark_version,
-                    profile=record.profile,
-                    requested_profile=record.requested_profile,
-                    score_schema_version=record.score_schema_version,
-                    score_scale="v3",
-                    manifest_hash=record.manifest_hash,
-                    coverage_score=100.0,
-                    comparable=True,
-                    scoring_mode=record.scoring_mode,
-                    overall_score=record.overall_score,
-                    quality_score=record.quality_score,
-                    speed_score=record.speed_score,
-                    reliability_score=record.reliability_score,
-                    value_score=record.value_score,
-                    speed_sample_count=record.speed_sample_count,
-                    provider=record.provider,
-                    engine_version=record.engine_version,
-                    harness_version="v1",
-                    started_at=record.started_at,
-                    total_runtime_sec=record.total_runtime_sec,
-                    source_format="demo",
-                    published=not is_rejected,
-                    is_demo=True,
-                    raw_payload={"demo": True},
-                    **{name: record.speed.get(name) for name in SPEED_FIELDS},
-                )
-            )
-        runs = Run.objects.bulk_create(runs, batch_size=BATCH)
-        Submission.objects.bulk_create(
-            [
-                Submission(
-                    run=run,
-                    channel=Channel.IMPORT,
-                    status=Status.REJECTED if is_rejected else Status.APPROVED,
-                    submitter_name=record.submitter_name,
-                    client_run_id=record.client_run_id,
-                    source_name="seed_demo --runs",
-                )
-                for run, record, is_rejected in zip(runs, records, rejected, strict=True)
-            ],
-            batch_size=BATCH,
-        )
-        SuiteResult.objects.bulk_create(
-            [
-                SuiteResult(
-                    run=run,
-                    suite=s.suite,
-                    score=s.score,
-                    task_count=s.task_count,
-                    pass_count=s.pass_count,
-                    fail_count=s.task_count - s.pass_count,
-                )
-                for run, record in zip(runs, records, strict=True)
-                for s in record.suites
-            ],
-            batch_size=BATCH * 5,
         )

@@ -12,9 +12,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from runs import limits
 from runs.importers import RunRecord, read_file
-from runs.services import import_batch, refresh_stack_stats, resolve_identities
+from runs.services import refresh_stack_stats, resolve_identities
+from submissions.intake import import_batch, records_problem
 
 DATA_SUFFIXES = (".json", ".jsonl")
 # Files imported between two commits: one commit per file spent most of its time waiting for
@@ -141,7 +141,7 @@ def _batches(files, parsed) -> Iterator[list[tuple[Path, list[RunRecord], str]]]
     for path, (records, problem) in zip(files, parsed, strict=True):
         # What no column can hold is found here, in the one process that knows the models,
         # before any row (a new stack included) is written for the file.
-        batch.append((path, records, problem or limits.records_problem(records)))
+        batch.append((path, records, problem or records_problem(records)))
         if len(batch) == FILES_PER_COMMIT:
             yield batch
             batch = []

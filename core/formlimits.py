@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from rest_framework.throttling import BaseThrottle
 
-from benchloop_site.throttling import count_in_window
+from core.throttling import count_in_window
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -10,6 +10,8 @@ from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream, WSGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 
+from core.errors import answers_in_json, json_error
+
 
 class ContentSecurityPolicyMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -42,8 +44,6 @@ class RejectNulMiddleware:
             for value in values
         ):
             if request.path.startswith("/api/"):
-                from submissions.errors import json_error
-
                 return json_error(400, "bad_request", "The URL contains a NUL character.")
             return HttpResponseBadRequest("The URL contains a NUL character.")
         return self.get_response(request)
@@ -81,8 +81,6 @@ class ChunkedBodyMiddleware:
 
 
 def _refuse(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
-    from submissions.errors import answers_in_json, json_error
-
     if answers_in_json(request):
         return json_error(status, code, message)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")

@@ -19,7 +19,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from submissions.errors import answers_in_json, json_error
+from core.errors import answers_in_json, json_error
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5

@@ -22,11 +22,11 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.errors import ApiError
 from core.throttling import CountingThrottle
 from lab import agents, services
 from lab.models import BenchmarkJob, HostKey, WorkerHost
 from submissions.api import read_json_body, validate_upload
-from core.errors import ApiError
 from worker.agent.protocol import MAX_EVENTS_PER_POST, HostStatus, JobState
 
 

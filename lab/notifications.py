@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.links import absolute_url
+from lab import dispatch
 from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 from runs import bounds
 from worker.engine.redact import redact_text
@@ -82,8 +83,6 @@ def job_payload(job: BenchmarkJob) -> dict:
 
 
 def notify_finished(job_id: int) -> None:
-    from lab.tasks import deliver_webhook
-
     job = BenchmarkJob.objects.select_related("requested_by").get(pk=job_id)
     prefs, _ = NotificationSettings.objects.get_or_create(user=job.requested_by)
     if prefs.email_on_finish and job.requested_by.email:
@@ -105,7 +104,7 @@ def notify_finished(job_id: int) -> None:
                 )
         except IntegrityError:
             return  # already notified for this job: a repeated message sends nothing twice
-        deliver_webhook.delay(delivery.pk)
+        dispatch.send(dispatch.DELIVER_WEBHOOK, delivery.pk)
 
 
 def _email_text(job: BenchmarkJob) -> str:

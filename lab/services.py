@@ -16,6 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from lab import dispatch
 from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 from runs import bounds, limits
 from submissions.models import Channel
@@ -129,11 +130,9 @@ def dispatch_job(*, job_id: int, pool: str, priority: int) -> bool:
     error: the job stays queued without ``dispatched_at``, and ``reap_stale_jobs`` sends it
     again once the broker answers. Claiming is atomic, so a duplicate message is harmless.
     """
-    from lab.tasks import send_job
-
     try:
         # Celery serves lower priority numbers first; ours count up from 0 (low) to 9 (high).
-        send_job(job_id, queue=pool, priority=9 - priority)
+        dispatch.send_job(job_id, queue=pool, priority=9 - priority)
     except (BrokerError, OSError) as exc:
         log.warning("job %s not sent, the broker is unreachable: %s", job_id, exc)
         return False
@@ -354,9 +353,7 @@ def _release_host(job_id: int) -> None:
 
 
 def _notify_on_commit(job: BenchmarkJob) -> None:
-    from lab.tasks import notify_job_finished
-
-    notify_job_finished.delay_on_commit(job.pk)
+    dispatch.send_on_commit(dispatch.NOTIFY_JOB_FINISHED, job.pk)
 
 
 def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:

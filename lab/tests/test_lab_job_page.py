@@ -116,7 +116,7 @@ def test_trial_events_show_their_numbers_and_the_page_an_eta(job, lab_hosts) -> 
 def test_cancelling_a_queued_job_notifies_and_the_page_shows_the_delivery(
     operator, operator_client, job, monkeypatch, django_capture_on_commit_callbacks, settings
 ) -> None:
-    from lab import tasks
+    from lab import dispatch
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     operator.email = "op@example.org"
@@ -124,8 +124,11 @@ def test_cancelling_a_queued_job_notifies_and_the_page_shows_the_delivery(
     receiver = Receiver()
     NotificationSettings.objects.create(user=operator, webhook_url=receiver.url)
     # The tasks run here, in order, as a worker would run them.
-    monkeypatch.setattr(tasks.notify_job_finished, "delay", notifications.notify_finished)
-    monkeypatch.setattr(tasks.deliver_webhook, "delay", notifications.deliver)
+    local = {
+        dispatch.NOTIFY_JOB_FINISHED: notifications.notify_finished,
+        dispatch.DELIVER_WEBHOOK: notifications.deliver,
+    }
+    monkeypatch.setattr(dispatch, "send", lambda name, *args, **options: local[name](*args))
     try:
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             response = operator_client.post(f"/lab/jobs/{job.pk}/cancel/")

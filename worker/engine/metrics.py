@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..contract import SpeedMetrics, SpeedSummary
 from .providers.base import ChatResponse
 from .stats import median_interval, percentile, summarize
 
@@ -103,7 +107,7 @@ def _server_dict(response: ChatResponse) -> dict | None:
     }
 
 
-def measured_trials(tasks: list[dict]) -> list[dict]:
+def measured_trials(tasks: Sequence[Mapping[str, Any]]) -> list[dict]:
     """Every successful, non-warm-up trial of the given speed task records."""
     out = []
     for task in tasks:
@@ -118,25 +122,25 @@ def _median_of(values: list[float | None]) -> float | None:
     return _r(median_interval(values)["median"], 4)
 
 
-def speed_summary(trials: list[dict]) -> dict:
+def speed_summary(trials: list[dict]) -> SpeedSummary:
     """Run-level distributions over every measured trial (all speed tasks pooled)."""
     itl = [t["itl_ms"]["median"] for t in trials if (t.get("itl_ms") or {}).get("median")]
-    return {
-        "decode_tps": summarize(t.get("decode_tps") for t in trials),
-        "prefill_tps": summarize(t.get("prefill_tps") for t in trials),
-        "ttft_ms": summarize((t.get("ttft_ms") for t in trials), higher_is_better=False),
-        "server_decode_tps": summarize(t.get("server_decode_tps") for t in trials),
-        "server_prefill_tps": summarize(t.get("server_prefill_tps") for t in trials),
-        "itl_median_ms": summarize(itl, higher_is_better=False),
-        "decode_ratio_vs_server": _median_of([t.get("decode_ratio_vs_server") for t in trials]),
-        "prefill_ratio_vs_server": _median_of([t.get("prefill_ratio_vs_server") for t in trials]),
-        "ttft_minus_server_prompt_ms": _median_of(
+    return SpeedSummary(
+        decode_tps=summarize(t.get("decode_tps") for t in trials),
+        prefill_tps=summarize(t.get("prefill_tps") for t in trials),
+        ttft_ms=summarize((t.get("ttft_ms") for t in trials), higher_is_better=False),
+        server_decode_tps=summarize(t.get("server_decode_tps") for t in trials),
+        server_prefill_tps=summarize(t.get("server_prefill_tps") for t in trials),
+        itl_median_ms=summarize(itl, higher_is_better=False),
+        decode_ratio_vs_server=_median_of([t.get("decode_ratio_vs_server") for t in trials]),
+        prefill_ratio_vs_server=_median_of([t.get("prefill_ratio_vs_server") for t in trials]),
+        ttft_minus_server_prompt_ms=_median_of(
             [t.get("ttft_minus_server_prompt_ms") for t in trials]
         ),
-    }
+    )
 
 
-def speed_metrics_v3(trials: list[dict]) -> dict:
+def speed_metrics_v3(trials: list[dict]) -> SpeedMetrics:
     """The v3 ``speed_metrics`` keys, from the same pooled trials as ``speed_summary``."""
     decode = sorted(t["decode_tps"] for t in trials if t.get("decode_tps"))
     ttft = sorted(t["ttft_ms"] for t in trials if t.get("ttft_ms"))
@@ -146,17 +150,17 @@ def speed_metrics_v3(trials: list[dict]) -> dict:
     def pct(values: list[float], q: float) -> float:
         return round(percentile(values, q), 4) if values else 0.0
 
-    return {
-        "ttft_ms": pct(ttft, 0.5),
-        "prompt_eval_tok_per_sec": pct(prefill, 0.5),
-        "generation_tok_per_sec": pct(decode, 0.5),
-        "total_latency_ms": pct(e2e, 0.5),
-        "generation_tok_per_sec_p50": pct(decode, 0.5),
-        "generation_tok_per_sec_p95": pct(decode, 0.95),
-        "ttft_ms_p50": pct(ttft, 0.5),
-        "ttft_ms_p95": pct(ttft, 0.95),
-        "sample_count": len(decode),
-    }
+    return SpeedMetrics(
+        ttft_ms=pct(ttft, 0.5),
+        prompt_eval_tok_per_sec=pct(prefill, 0.5),
+        generation_tok_per_sec=pct(decode, 0.5),
+        total_latency_ms=pct(e2e, 0.5),
+        generation_tok_per_sec_p50=pct(decode, 0.5),
+        generation_tok_per_sec_p95=pct(decode, 0.95),
+        ttft_ms_p50=pct(ttft, 0.5),
+        ttft_ms_p95=pct(ttft, 0.95),
+        sample_count=len(decode),
+    )
 
 
 def _trial_value(trial: dict, key: str, legacy_key: str) -> float | None:

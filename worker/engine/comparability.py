@@ -25,7 +25,7 @@ MAX_REASON = 300
 TRUNCATED_SHARE = 0.5
 
 
-def _block(bundle: dict, key: str) -> dict:
+def _block(bundle: dict[str, Any], key: str) -> dict[str, Any]:
     """``bundle[key]`` when it is an object, else empty (old or hand-made bundles)."""
     value = bundle.get(key)
     return value if isinstance(value, dict) else {}
@@ -35,7 +35,7 @@ def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
-def task_state(task: dict) -> str | None:
+def task_state(task: dict[str, Any]) -> str | None:
     """None for a scored task, else why it has no comparable score.
 
     A task that errored on the endpoint is scored (0, and it counts against reliability); one
@@ -67,7 +67,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _task_reasons(states: Counter, context_length: int | None) -> list[str]:
+def _task_reasons(states: Counter[str], context_length: int | None) -> list[str]:
     reasons = []
     room = f" ({context_length} tokens)" if context_length else ""
     if states[CONTEXT]:
@@ -104,7 +104,7 @@ def assess(
     expected tasks that were scored; a task outside the profile (a custom extra suite) adds none.
     """
     want = {(suite, task_id) for suite, ids in expected.items() for task_id in ids}
-    states: Counter = Counter()
+    states: Counter[str] = Counter()
     scored = 0
     for name, suite in suites.items():
         for task in suite.get("tasks") or []:
@@ -150,7 +150,7 @@ def coverage_of(block: Mapping[str, Any]) -> float:
     return round(100.0 * min(1.0, (block.get("tasks_scored") or 0) / total), 2)
 
 
-def reasons_for_bundle(bundle: dict) -> list[str]:
+def reasons_for_bundle(bundle: dict[str, Any]) -> list[str]:
     """Why a bundle of any version is not comparable; [] when it is.
 
     A 1.1 bundle says so itself. Older ones (and legacy run files) get the reasons that can be

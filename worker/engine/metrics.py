@@ -14,7 +14,7 @@ def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def request_metrics(response: ChatResponse) -> dict:
+def request_metrics(response: ChatResponse) -> dict[str, Any]:
     """Client-measured speed of one streamed request plus the server's own numbers.
 
     TTFT = first output chunk − sent. E2E = last output chunk − sent. N = the server's completion
@@ -91,7 +91,7 @@ def request_metrics(response: ChatResponse) -> dict:
     return metrics
 
 
-def _server_dict(response: ChatResponse) -> dict | None:
+def _server_dict(response: ChatResponse) -> dict[str, Any] | None:
     server = response.server
     if server is None:
         return None
@@ -107,7 +107,7 @@ def _server_dict(response: ChatResponse) -> dict | None:
     }
 
 
-def measured_trials(tasks: Sequence[Mapping[str, Any]]) -> list[dict]:
+def measured_trials(tasks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every successful, non-warm-up trial of the given speed task records."""
     out = []
     for task in tasks:
@@ -122,7 +122,7 @@ def _median_of(values: list[float | None]) -> float | None:
     return _r(median_interval(values)["median"], 4)
 
 
-def speed_summary(trials: list[dict]) -> SpeedSummary:
+def speed_summary(trials: list[dict[str, Any]]) -> SpeedSummary:
     """Run-level distributions over every measured trial (all speed tasks pooled)."""
     itl = [t["itl_ms"]["median"] for t in trials if (t.get("itl_ms") or {}).get("median")]
     return SpeedSummary(
@@ -140,7 +140,7 @@ def speed_summary(trials: list[dict]) -> SpeedSummary:
     )
 
 
-def speed_metrics_v3(trials: list[dict]) -> SpeedMetrics:
+def speed_metrics_v3(trials: list[dict[str, Any]]) -> SpeedMetrics:
     """The v3 ``speed_metrics`` keys, from the same pooled trials as ``speed_summary``."""
     decode = sorted(t["decode_tps"] for t in trials if t.get("decode_tps"))
     ttft = sorted(t["ttft_ms"] for t in trials if t.get("ttft_ms"))
@@ -163,14 +163,15 @@ def speed_metrics_v3(trials: list[dict]) -> SpeedMetrics:
     )
 
 
-def _trial_value(trial: dict, key: str, legacy_key: str) -> float | None:
-    if trial.get(key) is not None:
-        return trial[key]
-    value = (trial.get("speed_metrics") or {}).get(legacy_key)
-    return value if value else None
+def _trial_value(trial: dict[str, Any], key: str, legacy_key: str) -> float | None:
+    # Numbers or null in every format (the bundle schema says so for ours).
+    value: float | None = trial.get(key)
+    if value is None:
+        value = (trial.get("speed_metrics") or {}).get(legacy_key) or None
+    return value
 
 
-def speed_samples(doc: dict) -> list[dict]:
+def speed_samples(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Measured speed samples of any run document (ours or legacy): one dict per good trial."""
     out = []
     for task in (doc.get("suites", {}).get("speed") or {}).get("tasks") or []:

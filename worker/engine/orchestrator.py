@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ..contract import (
     Bundle,
@@ -101,10 +102,10 @@ class PreparedRun:
     provider: Provider
     locality: Locality
     profile_name: str
-    profile: dict
+    profile: dict[str, Any]
     benchmark_profile: str
     suites: list[Suite]
-    tasks: dict[str, list[dict]] = field(default_factory=dict)
+    tasks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Every task id of the requested profile, unfiltered: what comparability is measured against.
     expected: dict[str, list[str]] = field(default_factory=dict)
     stack: StackInfo = field(default_factory=StackInfo)
@@ -119,7 +120,9 @@ class RunOutcome:
     status: str
 
 
-def _select_tasks(suite: Suite, patterns: list[str] | None, cap: int | None) -> list[dict]:
+def _select_tasks(
+    suite: Suite, patterns: list[str] | None, cap: int | None
+) -> list[dict[str, Any]]:
     tasks = suite.effective_tasks(cap)
     if not patterns:
         return tasks
@@ -131,10 +134,10 @@ class _Selection:
     """What a run will run: the profile, its suites and their tasks after --tasks and caps."""
 
     profile_name: str
-    profile: dict
+    profile: dict[str, Any]
     benchmark_profile: str
     suites: list[Suite]
-    tasks: dict[str, list[dict]]
+    tasks: dict[str, list[dict[str, Any]]]
     expected: dict[str, list[str]]
 
 
@@ -254,7 +257,7 @@ def _probe(
     return info, model, stack
 
 
-def _suite_record(suite: Suite, records: list[TaskRecord], metadata: dict) -> SuiteRecord:
+def _suite_record(suite: Suite, records: list[TaskRecord], metadata: dict[str, Any]) -> SuiteRecord:
     latencies = sorted(r["latency_ms"] for r in records if r["latency_ms"] > 0)
     passes = sum(1 for r in records if r["passed"])
     return SuiteRecord(
@@ -561,7 +564,7 @@ def _completed(bundle: Bundle, where: str) -> RunCompleted:
     )
 
 
-def _run_one(suite: Suite, task: dict, ctx: RunContext) -> TaskRecord:
+def _run_one(suite: Suite, task: dict[str, Any], ctx: RunContext) -> TaskRecord:
     """Run a task; a bug in suite code becomes a task error instead of ending the run."""
     from .suites.base import task_record
 

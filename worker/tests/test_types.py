@@ -1,5 +1,5 @@
-"""mypy passes over worker/ (mypy.ini: every body checked, the statistics, scoring and contract
-modules strict), and fails on an emitter that breaks the typed contract (worker/contract.py)."""
+"""mypy passes over worker/ (mypy.ini: every body checked; the contract, the statistics and
+scoring, and the run's flow strict), and fails on an emitter that breaks the typed contract."""
 
 from __future__ import annotations
 

@@ -10,7 +10,10 @@ Blocks whose figures depend on what could be measured (task metadata, the host a
 `contention`, the run's settings) stay open dicts; the schemas describe them.
 """
 
-from __future__ import annotations
+# ruff: noqa: I002
+# No `from __future__ import annotations` here: with string annotations Python 3.11 cannot see
+# NotRequired, and each TypedDict's __required_keys__ / __optional_keys__ would be wrong for
+# whoever reads them at run time.
 
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, Required, TypedDict

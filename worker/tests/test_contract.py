@@ -18,6 +18,7 @@ from typing import (
     Literal,
     NotRequired,
     Required,
+    TypedDict,
     Union,
     get_args,
     get_origin,
@@ -42,13 +43,8 @@ def _hints(typed: type) -> dict[str, Any]:
     return get_type_hints(typed, vars(contract), include_extras=True)
 
 
-def _required(typed: type, name: str, hint: Any) -> bool:
-    if get_origin(hint) is Required:
-        return True
-    if get_origin(hint) is NotRequired:
-        return False
-    owner = next(b for b in typed.__mro__ if name in getattr(b, "__annotations__", {}))
-    return owner.__total__
+def _required(typed: Any, name: str) -> bool:
+    return name in typed.__required_keys__
 
 
 def _strip(hint: Any) -> Any:
@@ -161,7 +157,7 @@ def _fields(schema: dict, node: dict, typed: type, where: str, *, both_ways: boo
     problems = [
         f"{where}.{name}: required by the schema, optional in {typed.__name__}"
         for name in node.get("required", [])
-        if name not in hints or not _required(typed, name, hints[name])
+        if name not in hints or not _required(typed, name)
     ]
     for name, hint in hints.items():
         if name in properties:
@@ -202,11 +198,18 @@ def test_the_site_s_upload_schema_takes_every_bundle_the_type_allows() -> None:
 )
 def test_a_type_that_drifts_from_the_schema_is_found(field: str, hint: Any, problem: str) -> None:
     """A changed field in the type, as a copy of Bundle with that one annotation replaced."""
-    drifted = type("Drifted", (dict,), {"__annotations__": {**_hints(Bundle), field: hint}})
-    drifted.__total__ = True
+    drifted = TypedDict("Drifted", {**_hints(Bundle), field: hint})
     schema = json.loads(BUNDLE_SCHEMA.read_text())
     found = _fields(schema, schema, drifted, "bundle", both_ways=True)
     assert any(problem in p for p in found), found
+
+
+def test_optional_fields_are_optional_at_run_time_too() -> None:
+    """What a reader sees through __required_keys__ (the site may check uploads with it)."""
+    assert {"source_format", "extras"} == Bundle.__optional_keys__
+    assert "sha256" in contract.ModelInfo.__optional_keys__
+    assert "model_id" in contract.ModelInfo.__required_keys__
+    assert {"decode_tps", "ttft_ms", "prefill_tps"} == contract.TrialCompleted.__optional_keys__
 
 
 def test_a_field_only_the_schema_knows_is_found() -> None:

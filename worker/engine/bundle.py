@@ -90,13 +90,13 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def validation_errors(bundle: dict) -> list[str]:
+def validation_errors(bundle: Mapping[str, Any]) -> list[str]:
     """Schema violations as 'path: message' strings (empty when valid)."""
     errors = sorted(_validator().iter_errors(bundle), key=lambda e: list(e.absolute_path))
     return ["/".join(str(p) for p in e.absolute_path) + ": " + e.message for e in errors]
 
 
-def validate_bundle(bundle: dict) -> None:
+def validate_bundle(bundle: Mapping[str, Any]) -> None:
     errors = validation_errors(bundle)
     if errors:
         raise ValueError(f"bundle does not match bundle-1 schema: {errors[0]}")

@@ -37,7 +37,8 @@ from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
-from worker.engine.orchestrator import DEFAULT_TRIALS, RunConfig, execute, prepare_run
+from worker.engine.orchestrator import RunConfig, execute, prepare_run
+from worker.engine.preflight import DEFAULT_TRIALS
 from worker.engine.sandbox import current_isolation
 from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 from worker.engine.suites import available_suites, load_profiles

@@ -347,7 +347,7 @@ class RunCompleted(TypedDict):
     comparable: bool
 
 
-class RunCancelled(TypedDict):
+class Cancelled(TypedDict):
     """A lab job's cancel button stopped the run; the bundle keeps the finished tasks."""
 
     type: Literal["cancelled"]
@@ -391,7 +391,7 @@ RunEvent = (
     | TaskCompleted
     | SuiteCompleted
     | RunCompleted
-    | RunCancelled
+    | Cancelled
     | RunFailed
 )
 """What the engine emits during prepare_run and execute."""

@@ -9,7 +9,6 @@ product: ``run_started``, ``suite_started``, ``task_completed``, ``suite_complet
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import logging
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any
 from ..contract import (
     Bundle,
     BundleError,
-    HashingWeights,
+    Cancelled,
     RunCallback,
     RunCompleted,
     RunEvent,
@@ -35,22 +34,20 @@ from ..contract import (
     TaskRecord,
     TaskStarted,
 )
-from ..contract import (
-    RunCancelled as Cancelled,
-)
 from .bundle import write_bundle
 from .contention import INTERVAL_S, ContentionMonitor
-from .detect import EndpointInfo, detect_endpoint, resolve_model
-from .errors import BundleWriteError, EngineError, UsageError
-from .harnesses import HARNESSES, HarnessProvider, with_harness
-from .launch import StackInfo, identify
+from .detect import EndpointInfo
+from .errors import BundleWriteError, EngineError
+from .harnesses import HarnessProvider, with_harness
+from .launch import StackInfo
 from .locality import Locality, classify
 from .paths import benchloop_home
+from .preflight import DEFAULT_TRIALS, probe, select
 from .providers import ChatRequest, Provider, make_provider
 from .skeleton import refresh_scores as _refresh_scores
 from .skeleton import skeleton as _skeleton
 from .stats import percentile
-from .suites import RunCancelled, RunContext, Suite, available_suites, load_profiles
+from .suites import RunCancelled, RunContext, Suite
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -59,7 +56,6 @@ log = logging.getLogger(__name__)
 EventCallback = RunCallback
 Emit = Callable[[RunEvent], None]
 OLLAMA_SPEED_NUM_CTX = 4096
-DEFAULT_TRIALS = 5
 
 
 @dataclass
@@ -120,38 +116,17 @@ class RunOutcome:
     status: str
 
 
-def _select_tasks(
-    suite: Suite, patterns: list[str] | None, cap: int | None
-) -> list[dict[str, Any]]:
-    tasks = suite.effective_tasks(cap)
-    if not patterns:
-        return tasks
-    return [t for t in tasks if any(fnmatch.fnmatch(t["id"], p) for p in patterns)]
-
-
-@dataclass
-class _Selection:
-    """What a run will run: the profile, its suites and their tasks after --tasks and caps."""
-
-    profile_name: str
-    profile: dict[str, Any]
-    benchmark_profile: str
-    suites: list[Suite]
-    tasks: dict[str, list[dict[str, Any]]]
-    expected: dict[str, list[str]]
-
-
 def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> PreparedRun:
     """Resolve suites and profile, probe the endpoint, check the model and name the stack.
 
     Raises EngineError. ``on_event`` hears ``hashing_weights`` before a weights file that is not
     in the hash cache yet is read (a large one takes a while, once).
     """
-    selection = _select(config)
+    selection = select(config)
     transport = Transport(config.url, api_key=config.api_key, timeout=config.timeout)
     locality = classify(transport.base_url, override=config.scoring)
     try:
-        info, model, stack = _probe(config, transport, locality, on_event)
+        info, model, stack = probe(config, transport, locality, on_event)
     except BaseException:
         transport.close()
         raise
@@ -178,83 +153,6 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
         expected=selection.expected,
         stack=stack,
     )
-
-
-def _select(config: RunConfig) -> _Selection:
-    """Check the run's options against the installed profiles, suites and harnesses (a
-    UsageError before any request) and pick the tasks; fills in the profile's trial count."""
-    profiles = load_profiles()
-    profile_name = config.profile or profiles["default"]
-    if profile_name not in profiles["profiles"]:
-        raise UsageError(
-            f"unknown profile {profile_name!r}",
-            hint=f"Profiles: {', '.join(profiles['profiles'])}.",
-        )
-    profile = profiles["profiles"][profile_name]
-    if config.trials is None:
-        config.trials = int(profile.get("speed_trials", DEFAULT_TRIALS))
-    if config.trials < 1 or config.trials > 50:
-        raise UsageError("--trials must be between 1 and 50")
-    if config.harness not in HARNESSES:
-        raise UsageError(
-            f"unknown harness {config.harness!r}", hint=f"Harnesses: {', '.join(HARNESSES)}."
-        )
-    selected = list(config.suites) if config.suites else list(profile["suites"])
-    installed = available_suites()
-    missing = [name for name in selected if name not in installed]
-    if missing:
-        raise UsageError(
-            f"suite(s) not installed: {', '.join(missing)}",
-            hint=f"Installed suites: {', '.join(installed)}.",
-        )
-    suites = [installed[name] for name in selected]
-    tasks = {s.name: _select_tasks(s, config.tasks, config.max_tokens) for s in suites}
-    if not any(tasks.values()):
-        raise UsageError("no task matches --tasks", hint="`benchloop info` lists task ids.")
-    return _Selection(
-        profile_name=profile_name,
-        profile=profile,
-        benchmark_profile=next(
-            (n for n, p in profiles["profiles"].items() if set(p["suites"]) == set(selected)),
-            "custom",
-        ),
-        suites=suites,
-        tasks=tasks,
-        # Every task id of the requested profile, unfiltered: what comparability counts.
-        expected={
-            name: [t["id"] for t in installed[name].effective_tasks(None)]
-            for name in profile["suites"]
-            if name in installed
-        },
-    )
-
-
-def _probe(
-    config: RunConfig,
-    transport: Transport,
-    locality: Locality,
-    on_event: EventCallback | None,
-) -> tuple[EndpointInfo, str, StackInfo]:
-    """What answers at the URL, the model it serves, and the stack (weights, launch)."""
-
-    def hashing(path: Path, size: int) -> None:
-        if on_event is not None:
-            on_event(HashingWeights(type="hashing_weights", file=path.name, size_bytes=size))
-
-    info = detect_endpoint(transport, provider=config.provider)
-    model = resolve_model(info, config.model)
-    stack = identify(
-        transport=transport,
-        info=info,
-        model=model,
-        same_machine=locality.same_machine,
-        model_file=config.model_file,
-        launch_command=config.launch_command,
-        hash_weights=config.hash_weights,
-        home=config.home or benchloop_home(),
-        on_hashing=hashing,
-    )
-    return info, model, stack
 
 
 def _suite_record(suite: Suite, records: list[TaskRecord], metadata: dict[str, Any]) -> SuiteRecord:

@@ -1,5 +1,8 @@
-"""Project-wide test setup: real Postgres and Redis, a fast password hasher, fixture paths, and
-the cast: alice uploads with a key, bob moderates, mallory is another signed-up user."""
+"""Project-wide test setup. Every test gets the real llama.cpp server fixtures and the fixture
+folder. The site's apps also get real Postgres and Redis, a fast password hasher, generous
+throttles and the cast (alice uploads with a key, bob moderates, mallory is another signed-up
+user). worker/'s tests get none of the site's part: they import no Django and run with no
+database and no broker (worker/tests/test_no_services.py)."""
 
 from __future__ import annotations
 
@@ -8,31 +11,54 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
-from django.core.servers.basehttp import ThreadedWSGIServer
-from django.test import Client
 
-# live_server's listen backlog is socketserver's default of 5: a burst of 50 concurrent clients
-# would see connection resets that a real server (gunicorn's backlog is 2048) never causes.
-ThreadedWSGIServer.request_queue_size = 256
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django.test import Client
 
 # The real llama.cpp server fixtures (llm_server, llm_url, …) serve every app's tests.
 pytest_plugins = ["worker.tests.llm_server"]
 
 REPO = Path(__file__).resolve().parent
+WORKER = REPO / "worker"
 # Every queue this test process creates on the broker's Redis lives under a prefix of its own
 # (kombu's global_keyprefix), so a run never consumes or purges a queue it did not create;
 # processes the tests start (lab workers, servers) inherit it.
 BROKER_KEY_PREFIX = f"benchloop-test-{uuid.uuid4().hex[:12]}:"
 os.environ["CELERY_BROKER_KEY_PREFIX"] = BROKER_KEY_PREFIX
 FIXTURES = Path(os.environ.get("BENCHLOOP_FIXTURES_DIR", REPO.parent / "shared/fixtures/benchloop"))
+# Whether this session collected any test of the site's apps (set at collection; with xdist,
+# every worker collects the whole selection, so all of them agree).
+_SESSION = {"site_tests": False}
+
+
+def _is_site_test(path: Path) -> bool:
+    """A test of the site's apps, as opposed to worker/ (the engine and CLI: no Django)."""
+    return not path.is_relative_to(WORKER)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("django"):
+        from django.core.servers.basehttp import ThreadedWSGIServer
+
+        # live_server's listen backlog is socketserver's default of 5: a burst of 50 concurrent
+        # clients would see connection resets that a real server (gunicorn's: 2048) never causes.
+        ThreadedWSGIServer.request_queue_size = 256
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _SESSION["site_tests"] = any(_is_site_test(item.path) for item in items)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _require_real_services(request: pytest.FixtureRequest) -> None:
-    """The suite runs on Postgres and Redis (README command 2); SQLite would hide real bugs."""
+    """The site's suite runs on Postgres and Redis (README command 2); SQLite would hide real
+    bugs. A session of worker/ tests alone needs neither."""
+    if not _SESSION["site_tests"]:
+        return
     from django.conf import settings
 
     engine = settings.DATABASES["default"]["ENGINE"]
@@ -48,6 +74,9 @@ def _require_real_services(request: pytest.FixtureRequest) -> None:
 def _private_queues(_require_real_services) -> Iterator[None]:
     """This run's queues, under BROKER_KEY_PREFIX, removed at the end: tasks enqueued by tests
     (no worker consumes most of them) must not pile up, and nobody else's queue is touched."""
+    if not _SESSION["site_tests"]:
+        yield
+        return
     import redis
     from django.conf import settings
 
@@ -62,18 +91,27 @@ def _private_queues(_require_real_services) -> Iterator[None]:
         client.delete(key)
 
 
+@pytest.fixture(autouse=True)
+def _site_defaults(request: pytest.FixtureRequest) -> None:
+    """The site's per-test defaults, for the site's tests only: they need Django's settings,
+    and the leaderboard's version lives in the cache (Redis)."""
+    if _is_site_test(request.node.path):
+        for name in ("_fast_hasher", "throttle_rates", "form_rates", "_new_leaderboard_version"):
+            request.getfixturevalue(name)
+
+
 @pytest.fixture
 def broker_key() -> Callable[[str], str]:
     """The Redis key of this run's queue (or other broker key) `name`."""
     return lambda name: BROKER_KEY_PREFIX + name
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def _fast_hasher(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def throttle_rates(monkeypatch) -> dict:
     """Generous limits by default; a test that checks throttling sets its own (DRF reads the
     rates into a class attribute at import, so the settings fixture cannot change them)."""
@@ -84,14 +122,14 @@ def throttle_rates(monkeypatch) -> dict:
     return rates
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def form_rates(settings) -> dict:
     """Generous HTML-form limits too; a test of one sets its own rate in the returned dict."""
     settings.FORM_THROTTLE_RATES = dict.fromkeys(settings.FORM_THROTTLE_RATES, "100000/minute")
     return settings.FORM_THROTTLE_RATES
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def _new_leaderboard_version() -> None:
     """Cached leaderboard fragments are keyed by a data version that a rolled-back test
     leaves behind; each test starts on a fresh one so it never sees another test's board."""
@@ -120,6 +158,8 @@ def fixtures_dir() -> Path:
 
 @pytest.fixture
 def alice(db) -> User:
+    from django.contrib.auth.models import User
+
     return User.objects.create_user("alice", "alice@example.org", "correct horse battery")
 
 
@@ -132,6 +172,8 @@ def alice_key(alice) -> str:
 
 @pytest.fixture
 def mallory(db) -> User:
+    from django.contrib.auth.models import User
+
     return User.objects.create_user("mallory", "mallory@example.org", "another good password")
 
 
@@ -144,6 +186,8 @@ def mallory_key(mallory) -> str:
 
 @pytest.fixture
 def bob(db) -> User:
+    from django.contrib.auth.models import Group, Permission, User
+
     user = User.objects.create_user("bob", "bob@example.org", "moderating all day")
     # get_or_create: a transactional test's flush removes what the data migration created.
     group, _ = Group.objects.get_or_create(name="moderator")
@@ -154,6 +198,8 @@ def bob(db) -> User:
 
 @pytest.fixture
 def bob_client(bob) -> Client:
+    from django.test import Client
+
     client = Client()
     client.force_login(bob)
     return client
@@ -161,6 +207,8 @@ def bob_client(bob) -> Client:
 
 @pytest.fixture
 def alice_client(alice) -> Client:
+    from django.test import Client
+
     client = Client()
     client.force_login(alice)
     return client
@@ -184,5 +232,7 @@ def smoke_run(fixtures_dir: Path) -> dict:
 @pytest.fixture
 def operator(alice, alice_key) -> User:
     """alice is also a lab operator."""
+    from django.contrib.auth.models import Permission
+
     alice.user_permissions.add(Permission.objects.get(codename="operate_lab"))
     return alice

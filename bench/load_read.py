@@ -70,7 +70,7 @@ def second_class(db: str) -> str:
     return out
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--workers", type=int, default=3, help="gunicorn sync workers")
@@ -84,8 +84,11 @@ def main() -> None:
         help="measure the constant view again before each page; each ratio is to that one",
     )
     parser.add_argument("--only", default="", help="page labels to measure, separated by |")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def _pages(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(label, path) of every page measured; the constant view comes first, as the baseline."""
     stack = busiest_stack(args.db)
     other = second_class(args.db)
     pages = [
@@ -102,6 +105,46 @@ def main() -> None:
     if args.only:
         wanted = set(args.only.split("|"))
         pages = [pages[0]] + [p for p in pages[1:] if p[0] in wanted]
+    return pages
+
+
+async def _measure(
+    server: Gunicorn, pages: list[tuple[str, str]], args: argparse.Namespace, rows: list
+) -> dict[int, float]:
+    """Every page at every connection count, a row each in ``rows``; the workers' peak RSS."""
+    sampler = RssSampler(server)
+    sampler.start()
+    for connections in [int(c) for c in args.connections.split(",")]:
+        baseline = None
+        for label, path in pages:
+            if args.interleave and baseline is not None:
+                # The constant view again, just before this page: on a shared machine the
+                # load moves between pages, and a ratio to a baseline measured minutes
+                # earlier says more about the neighbours than us.
+                again = await timed_loop(
+                    server.port, pages[0][1], connections=connections, seconds=args.seconds
+                )
+                baseline = len(again.samples) / again.wall_s
+            result = await timed_loop(
+                server.port, path, connections=connections, seconds=args.seconds
+            )
+            rate = len(result.samples) / result.wall_s
+            baseline = baseline or rate
+            times = result.latencies_ms()
+            p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
+            rows.append((connections, label, rate, rate / baseline, p50, p99, load_average()))
+            print(
+                f"{connections:>3} {label:<32} {rate:8.1f}/s  ratio {rate / baseline:5.2f}"
+                f"  p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  load {load_average()}",
+                flush=True,
+            )
+    await sampler.stop()
+    return sampler.peak
+
+
+def main() -> None:
+    args = _arguments()
+    pages = _pages(args)
     env = server_env(
         args.db,
         BENCHLOOP_BENCH_BASELINE="True",
@@ -111,55 +154,11 @@ def main() -> None:
     if args.redis_db is not None:
         env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{args.redis_db}"
     manage(env, "collectstatic", "--noinput", "-v", "0")
-    rows = []
+    rows: list = []
     with Gunicorn(env, args.port, args.workers) as server:
         server.wait_ready()
         idle_rss = server.worker_rss_mib()
-
-        async def run() -> dict[int, float]:
-            sampler = RssSampler(server)
-            sampler.start()
-            for connections in [int(c) for c in args.connections.split(",")]:
-                baseline = None
-                for label, path in pages:
-                    if args.interleave and baseline is not None:
-                        # The constant view again, just before this page: on a shared
-                        # machine the load moves between pages, and a ratio to a baseline
-                        # measured minutes earlier says more about the neighbours than us.
-                        again = await timed_loop(
-                            server.port,
-                            pages[0][1],
-                            connections=connections,
-                            seconds=args.seconds,
-                        )
-                        baseline = len(again.samples) / again.wall_s
-                    result = await timed_loop(
-                        server.port, path, connections=connections, seconds=args.seconds
-                    )
-                    rate = len(result.samples) / result.wall_s
-                    baseline = baseline or rate
-                    times = result.latencies_ms()
-                    rows.append(
-                        (
-                            connections,
-                            label,
-                            rate,
-                            rate / baseline,
-                            percentile(times, 0.5),
-                            percentile(times, 0.99),
-                            load_average(),
-                        )
-                    )
-                    print(
-                        f"{connections:>3} {label:<32} {rate:8.1f}/s  ratio {rate / baseline:5.2f}"
-                        f"  p50 {percentile(times, 0.5):7.1f} ms  p99 "
-                        f"{percentile(times, 0.99):7.1f} ms  load {load_average()}",
-                        flush=True,
-                    )
-            await sampler.stop()
-            return sampler.peak
-
-        peak = asyncio.run(run())
+        peak = asyncio.run(_measure(server, pages, args, rows))
 
     print()
     print("| Connections | Page | Requests/s | ÷ baseline | p50 ms | p99 ms | Load average |")

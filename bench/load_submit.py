@@ -229,15 +229,8 @@ def check_database(plan: list[dict], base_tasks: int, base_samples: int) -> list
     return problems
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--uploads", type=int, default=5000)
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn sync workers")
-    parser.add_argument("--port", type=int, default=8611)
-    args = parser.parse_args()
-
-    env = server_env(DB, THROTTLE_UPLOAD="100000/minute")
+def _site(env: dict[str, str], clients: int) -> list[str]:
+    """A fresh database and broker, migrated, with one uploader (and API key) per client."""
     fresh_database(DB)
     flush_redis()
     manage(env, "migrate", "-v", "0")
@@ -248,9 +241,13 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    keys = setup_users(args.clients)
+    keys = setup_users(clients)
     connection.close()
-    plan, order = build_plan(args.uploads, args.clients)
+    return keys
+
+
+def _counts(plan: list[dict]) -> tuple[int, int]:
+    """The template bundle's task and trial counts, after printing what the plan holds."""
     base = template()
     tasks = sum(len(s["tasks"]) for s in base["suites"].values())
     trials = sum(
@@ -263,38 +260,10 @@ def main() -> None:
         f"plan: {Counter(item['kind'] for item in plan)}; new bundle median "
         f"{statistics.median(sizes) / 1024:.1f} KiB, {tasks} tasks, {trials} trials"
     )
-    queues = [
-        [
-            (
-                i,
-                "POST",
-                "/api/v1/runs",
-                plan[i]["body"],
-                {"Authorization": f"Bearer {keys[c]}", "Content-Type": "application/json"},
-            )
-            for i in order[c]
-        ]
-        for c in range(args.clients)
-    ]
+    return tasks, trials
 
-    with Gunicorn(env, args.port, args.workers) as server:
-        server.wait_ready()
 
-        meter = CpuMeter(server)
-
-        async def run():
-            sampler = RssSampler(server)
-            sampler.start()
-            meter.start()
-            result = await closed_loop(server.port, queues, keep_body=True)
-            meter.stop()
-            await sampler.stop()
-            return result, sampler.peak
-
-        before = load_average()
-        result, peak = asyncio.run(run())
-        after = load_average()
-
+def _report(result, meter: CpuMeter, peak: dict, loads: tuple) -> None:
     statuses = Counter(s.status for s in result.samples)
     accepted = statuses[200] + statuses[201]
     ok = result.latencies_ms((200, 201))
@@ -317,7 +286,48 @@ def main() -> None:
         f"{sum(meter.used.values()) / result.wall_s:.2f} cores busy of {os.cpu_count()}"
     )
     print(f"peak web worker RSS: {', '.join(f'{v:.0f}' for v in peak.values())} MiB")
-    print(f"load average (1, 5, 15 min) before: {before}; after: {after}")
+    print(f"load average (1, 5, 15 min) before: {loads[0]}; after: {loads[1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--uploads", type=int, default=5000)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn sync workers")
+    parser.add_argument("--port", type=int, default=8611)
+    args = parser.parse_args()
+
+    env = server_env(DB, THROTTLE_UPLOAD="100000/minute")
+    keys = _site(env, args.clients)
+    plan, order = build_plan(args.uploads, args.clients)
+    tasks, trials = _counts(plan)
+    headers = [
+        {"Authorization": f"Bearer {key}", "Content-Type": "application/json"} for key in keys
+    ]
+    queues = [
+        [(i, "POST", "/api/v1/runs", plan[i]["body"], headers[c]) for i in order[c]]
+        for c in range(args.clients)
+    ]
+
+    with Gunicorn(env, args.port, args.workers) as server:
+        server.wait_ready()
+
+        meter = CpuMeter(server)
+
+        async def run():
+            sampler = RssSampler(server)
+            sampler.start()
+            meter.start()
+            result = await closed_loop(server.port, queues, keep_body=True)
+            meter.stop()
+            await sampler.stop()
+            return result, sampler.peak
+
+        before = load_average()
+        result, peak = asyncio.run(run())
+        after = load_average()
+
+    _report(result, meter, peak, (before, after))
     problems = check_answers(plan, result.samples) + check_database(plan, tasks, trials)
     for problem in problems:
         print("PROBLEM:", problem)

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,6 +29,7 @@ from worker import cli_compat
 from worker.cli_display import RunDisplay
 from worker.cli_format import fmt, versions
 from worker.cli_run import print_header, render_run, run_summary
+from worker.contract import RunEvent
 from worker.engine import __version__
 from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
 from worker.engine.compare import compare_bundles
@@ -35,7 +37,8 @@ from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
-from worker.engine.orchestrator import DEFAULT_TRIALS, RunConfig, execute, prepare_run
+from worker.engine.orchestrator import RunConfig, execute, prepare_run
+from worker.engine.preflight import DEFAULT_TRIALS
 from worker.engine.sandbox import current_isolation
 from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 from worker.engine.suites import available_suites, load_profiles
@@ -104,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         hash_weights=not args.no_model_hash,
     )
 
-    def preflight(event: dict) -> None:
+    def preflight(event: RunEvent) -> None:
         if event["type"] == "hashing_weights" and not args.json:
             size = event["size_bytes"] / 1024**3
             err.print(f"hashing {escape(event['file'])} ({size:.1f} GB), once per file…")
@@ -130,12 +133,27 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    hardware = detect_hardware()
+    data = _info_data()
+    if args.json:
+        _print_json(data)
+        return EXIT_OK
+    out.print(f"[bold]benchloop {versions()}[/]")
+    _print_machine(data["hardware"], data["sandbox"])
+    servers = _servers_table(data["servers"])
+    out.print(servers if data["servers"] else "No LLM server answers on the usual local ports.")
+    out.print(_suites_table(data["suites"]))
+    out.print(_profiles_table(data["profiles"]))
+    out.print(_harnesses_table(data["harnesses"]))
+    return EXIT_OK
+
+
+def _info_data() -> dict[str, Any]:
+    """What `info --json` prints: this machine, its servers, and what the engine can run."""
     servers = [
         {"url": s.base_url, "kind": s.kind, "engine": s.engine, "models": s.models}
         for s in scan_local()
     ]
-    suites = {
+    suites: dict[str, dict[str, Any]] = {
         name: {
             "version": s.version,
             "task_count": len(s.tasks),
@@ -144,33 +162,37 @@ def cmd_info(args: argparse.Namespace) -> int:
         }
         for name, s in available_suites().items()
     }
+    return {
+        "version": __version__,
+        "benchmark_version": BENCHMARK_VERSION,
+        "score_schema_version": SCORE_SCHEMA_VERSION,
+        "hardware": detect_hardware(),
+        "servers": servers,
+        "suites": suites,
+        "profiles": _profile_rows({name: s["task_count"] for name, s in suites.items()}),
+        "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
+        "sandbox": current_isolation().as_dict(),
+    }
+
+
+def _profile_rows(task_counts: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Each profile with its task count and whether every suite it names is installed."""
     profiles = load_profiles()
-    profile_rows = {}
+    rows = {}
     for name, p in profiles["profiles"].items():
-        missing = [s for s in p["suites"] if s not in suites]
-        profile_rows[name] = {
+        missing = [s for s in p["suites"] if s not in task_counts]
+        rows[name] = {
             "suites": p["suites"],
-            "task_count": sum(suites[s]["task_count"] for s in p["suites"] if s in suites),
+            "task_count": sum(task_counts[s] for s in p["suites"] if s in task_counts),
             "available": not missing,
             "missing_suites": missing,
             "default": name == profiles["default"],
             "speed_trials": p.get("speed_trials", DEFAULT_TRIALS),
         }
-    data = {
-        "version": __version__,
-        "benchmark_version": BENCHMARK_VERSION,
-        "score_schema_version": SCORE_SCHEMA_VERSION,
-        "hardware": hardware,
-        "servers": servers,
-        "suites": suites,
-        "profiles": profile_rows,
-        "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
-        "sandbox": current_isolation().as_dict(),
-    }
-    if args.json:
-        _print_json(data)
-        return EXIT_OK
-    out.print(f"[bold]benchloop {versions()}[/]")
+    return rows
+
+
+def _print_machine(hardware: dict[str, Any], sandbox: dict[str, Any]) -> None:
     gpus = (
         ", ".join(f"{g['name']} ({fmt(g.get('vram_gb'))} GB)" for g in hardware["gpus"]) or "none"
     )
@@ -181,43 +203,52 @@ def cmd_info(args: argparse.Namespace) -> int:
     )
     for note in hardware["notes"]:
         out.print(f"[dim]{note}[/]")
-    sandbox = data["sandbox"]
     colour = {"os": "green", "weak": "yellow"}.get(sandbox["level"], "red")
     line = f"Code sandbox: [{colour}]{sandbox['level']}[/] · {escape(sandbox['detail'])}"
     if sandbox.get("reason"):
         line += f"\n[dim]{escape(sandbox['reason'])}; coding suites are refused[/]"
     out.print(line)
-    table = Table(title="LLM servers on this machine")
-    for col in ("url", "kind", "version", "models"):
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title)
+    for col in columns:
         table.add_column(col)
+    return table
+
+
+def _servers_table(servers: list[dict[str, Any]]) -> Table:
+    table = _table("LLM servers on this machine", "url", "kind", "version", "models")
     for s in servers:
         table.add_row(
             s["url"], s["kind"], str(s["engine"].get("version", "")), ", ".join(s["models"])
         )
-    out.print(table if servers else "No LLM server answers on the usual local ports.")
-    table = Table(title="Suites")
-    for col in ("suite", "version", "tasks", "description"):
-        table.add_column(col)
+    return table
+
+
+def _suites_table(suites: dict[str, dict[str, Any]]) -> Table:
+    table = _table("Suites", "suite", "version", "tasks", "description")
     for name, s in suites.items():
         table.add_row(name, s["version"], str(s["task_count"]), s["description"])
-    out.print(table)
-    table = Table(title="Profiles")
-    for col in ("profile", "suites", "tasks", "speed trials", "status"):
-        table.add_column(col)
-    for name, p in profile_rows.items():
+    return table
+
+
+def _profiles_table(profiles: dict[str, dict[str, Any]]) -> Table:
+    table = _table("Profiles", "profile", "suites", "tasks", "speed trials", "status")
+    for name, p in profiles.items():
         status = "available" if p["available"] else "needs " + ", ".join(p["missing_suites"])
         label = name + (" (default)" if p["default"] else "")
         table.add_row(
             label, ", ".join(p["suites"]), str(p["task_count"]), str(p["speed_trials"]), status
         )
-    out.print(table)
-    table = Table(title="Harnesses (--harness)")
-    for col in ("harness", "how tools are offered and read back"):
-        table.add_column(col)
-    for name, description in data["harnesses"].items():
+    return table
+
+
+def _harnesses_table(harnesses: dict[str, str]) -> Table:
+    table = _table("Harnesses (--harness)", "harness", "how tools are offered and read back")
+    for name, description in harnesses.items():
         table.add_row(name + (" (default)" if name == "raw" else ""), description)
-    out.print(table)
-    return EXIT_OK
+    return table
 
 
 # ------------------------------------------------------------------------------- list, compare
@@ -362,24 +393,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="benchloop",
-        # Raw text is not wrapped by argparse: broken here to fit 80 columns.
-        description="Benchmark an LLM server (llama.cpp, Ollama, vLLM, LM Studio, any\n"
-        "OpenAI-compatible API) and publish the result to a BenchLoop site.",
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"benchloop {versions()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-        return p
-
-    run = command("run", "run suites against an endpoint and write a run bundle")
+def _add_run_options(run: argparse.ArgumentParser) -> None:
+    """`run`'s flags: the endpoint, what to run, how to score, and what to record."""
     run.add_argument(
         "--url", help="endpoint root (default: $BENCHLOOP_URL, else the one local server found)"
     )
@@ -418,6 +433,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the server was started, when it is not visible here (stored redacted)",
     )
     run.add_argument("--no-model-hash", action="store_true", help="do not hash the weights file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchloop",
+        # Raw text is not wrapped by argparse: broken here to fit 80 columns.
+        description="Benchmark an LLM server (llama.cpp, Ollama, vLLM, LM Studio, any\n"
+        "OpenAI-compatible API) and publish the result to a BenchLoop site.",
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"benchloop {versions()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        return p
+
+    run = command("run", "run suites against an endpoint and write a run bundle")
+    _add_run_options(run)
     run.set_defaults(handler=cmd_run)
 
     info = command("info", "show hardware, local LLM servers, suites and profiles")

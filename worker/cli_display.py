@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
+
+from rich.console import Console, JustifyMethod
+
+from worker.contract import RunEvent, RunStarted
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 # Columns of the progress line besides the task name and the bar: spinner, "117/117",
 # elapsed "0:01:13", "ETA 1:02:03", "1,234.5 tok/s", and the one-space gaps between seven columns.
@@ -24,7 +31,7 @@ class RunDisplay:
         self.progress = Progress(*_columns(console, tasks), console=console, transient=False)
         self.costs = _work_estimates(tasks)
         self.speed_ids = {task["id"] for task in tasks.get("speed", [])}
-        self.bar = None
+        self.bar: TaskID | None = None
         self.done = self.total = 0
 
     def __enter__(self) -> RunDisplay:
@@ -34,45 +41,48 @@ class RunDisplay:
     def __exit__(self, *exc) -> None:
         self.progress.stop()
 
-    def _advance(self, task_id: str, rate: str | None = None) -> None:
+    def _advance(self, bar: TaskID, task_id: str, rate: str | None = None) -> None:
         self.done += 1
-        fields = {"requests": f"{self.done}/{self.total}"}
+        requests = f"{self.done}/{self.total}"
+        self.progress.update(bar, advance=self.costs.get(task_id, 1.0), requests=requests)
         if rate is not None:
-            fields["rate"] = rate
-        self.progress.update(self.bar, advance=self.costs.get(task_id, 1.0), **fields)
+            self.progress.update(bar, rate=rate)
         task = self.progress.tasks[0]
         if task.completed and task.elapsed:
             # Elapsed per unit of work done × work left: steady, unlike a 30 s speed window.
-            left = task.elapsed / task.completed * max(task.total - task.completed, 0)
-            self.progress.update(self.bar, eta=f"ETA {_clock(left)}")
+            left = task.elapsed / task.completed * max((task.total or 0) - task.completed, 0)
+            self.progress.update(bar, eta=f"ETA {_clock(left)}")
 
-    def on_event(self, event: dict) -> None:
-        kind = event["type"]
-        if kind == "run_started":
-            trials = event["speed_trials"]
-            counts = event["suite_task_counts"]
-            self.total = sum(n * (trials if s == "speed" else 1) for s, n in counts.items())
-            work = sum(
-                cost * (trials if task_id in self.speed_ids else 1)
-                for task_id, cost in self.costs.items()
-            )
-            self.bar = self.progress.add_task(
-                "warming up", total=work, rate="", eta="ETA –", requests=f"0/{self.total}"
-            )
+    def on_event(self, event: RunEvent) -> None:
+        # Each branch tests event["type"] itself: that is what narrows the event's type.
+        if event["type"] == "run_started":
+            self._start(event)
         elif self.bar is None:
             return
-        elif kind == "task_started":
+        elif event["type"] == "task_started":
             self.progress.update(self.bar, description=event["task_id"])
-        elif kind == "task_progress" and event.get("live_tps"):
-            rate = f"{event['live_tps']:,.1f} tok/s"
-            self.progress.update(self.bar, rate=rate)
-        elif kind == "trial_completed":
-            rate = f"{event['decode_tps']:,.1f} tok/s" if event.get("decode_tps") else "trial error"
-            self._advance(event["task_id"], rate)
-        elif kind == "task_completed" and event["suite"] != "speed":
-            self._advance(event["task_id"])
-        elif kind in ("run_completed", "run_failed"):
+        elif event["type"] == "task_progress" and event["live_tps"]:
+            self.progress.update(self.bar, rate=f"{event['live_tps']:,.1f} tok/s")
+        elif event["type"] == "trial_completed":
+            decode = event.get("decode_tps")
+            rate = f"{decode:,.1f} tok/s" if decode else "trial error"
+            self._advance(self.bar, event["task_id"], rate)
+        elif event["type"] == "task_completed" and event["suite"] != "speed":
+            self._advance(self.bar, event["task_id"])
+        elif event["type"] in ("run_completed", "run_failed"):
             self.progress.update(self.bar, description=event.get("status", "done"))
+
+    def _start(self, event: RunStarted) -> None:
+        trials = event["speed_trials"]
+        counts = event["suite_task_counts"]
+        self.total = sum(n * (trials if s == "speed" else 1) for s, n in counts.items())
+        work = sum(
+            cost * (trials if task_id in self.speed_ids else 1)
+            for task_id, cost in self.costs.items()
+        )
+        self.bar = self.progress.add_task(
+            "warming up", total=work, rate="", eta="ETA –", requests=f"0/{self.total}"
+        )
 
 
 def _columns(console: Console, tasks: dict[str, list[dict]]) -> list:
@@ -89,7 +99,7 @@ def _columns(console: Console, tasks: dict[str, list[dict]]) -> list:
     bar_width = max(console.width - _FIXED_WIDTH - name_width, _MIN_BAR)
     name_width = min(name_width, max(console.width - _FIXED_WIDTH - bar_width, 8))
 
-    def fixed(text: str, width: int, justify: str = "left") -> TextColumn:
+    def fixed(text: str, width: int, justify: JustifyMethod = "left") -> TextColumn:
         column = Column(width=width, no_wrap=True, overflow="ellipsis", justify=justify)
         return TextColumn(text, table_column=column)
 

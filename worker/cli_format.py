@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from numbers import Real
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -46,7 +48,8 @@ def fmt_signed(value: object, digits: int = 1) -> str:
     if value is None:
         return "–"
     text = fmt(value, digits)
-    return text if text.startswith("-") or float(value) == 0 else "+" + text
+    zero = isinstance(value, Real) and float(value) == 0
+    return text if text.startswith("-") or zero else "+" + text
 
 
 def fmt_p(value: float | None) -> str:
@@ -68,7 +71,7 @@ def versions(cli: str = __version__, benchmark: str = BENCHMARK_VERSION, schema:
     return f"CLI {cli} · benchmark {benchmark} · score schema {schema or SCORE_SCHEMA_VERSION}"
 
 
-def bundle_versions(bundle: dict) -> str:
+def bundle_versions(bundle: Mapping[str, Any]) -> str:
     """The versions a run was measured with, as the bundle records them."""
     return versions(
         str(bundle.get("version") or "?"),

@@ -84,7 +84,7 @@ def _stamp_from_name(name: str) -> str | None:
 
 
 def _row(folder: Path, ref: str) -> dict:
-    row = {"id": folder.name, "ref": ref, "path": str(folder / RUN_FILE)}
+    row: dict[str, object] = {"id": folder.name, "ref": ref, "path": str(folder / RUN_FILE)}
     record = _submission(folder)
     row |= {"uploaded": record is not None, "site_answer": _uploaded(record)}
     row["url"] = (record or {}).get("url")

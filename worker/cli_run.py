@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -54,7 +57,7 @@ def print_header(out: Console, prep) -> None:
     )
 
 
-def _speed_tasks(bundle: dict) -> Table | None:
+def _speed_tasks(bundle: Mapping[str, Any]) -> Table | None:
     speed = bundle["suites"].get("speed")
     if not speed:
         return None
@@ -81,7 +84,7 @@ def _speed_tasks(bundle: dict) -> Table | None:
     return grid
 
 
-def _quality_suites(bundle: dict) -> Table | None:
+def _quality_suites(bundle: Mapping[str, Any]) -> Table | None:
     suites = {name: s for name, s in bundle["suites"].items() if name != "speed"}
     if not suites:
         return None
@@ -95,7 +98,7 @@ def _quality_suites(bundle: dict) -> Table | None:
     return grid
 
 
-def _speed_summary(bundle: dict) -> Table:
+def _speed_summary(bundle: Mapping[str, Any]) -> Table:
     summary = bundle["speed_summary"]
     n = summary["decode_tps"]["n"]
     grid = table(f"Run summary (all {n} measured trials)")
@@ -113,7 +116,7 @@ def _speed_summary(bundle: dict) -> Table:
     return grid
 
 
-def _scores(bundle: dict) -> Table:
+def _scores(bundle: Mapping[str, Any]) -> Table:
     grid = table(f"Scores ({bundle['scoring_mode']} curve)")
     for key in SCORE_KEYS:
         grid.add_column(SCORE_LABELS[key], justify="right", no_wrap=True)
@@ -121,7 +124,7 @@ def _scores(bundle: dict) -> Table:
     return grid
 
 
-def _notes(out: Console, bundle: dict, path: str) -> None:
+def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     comparability = bundle["comparability"]
     scored = f"{comparability['tasks_scored']} of {comparability['tasks_expected']} tasks scored"
     ranked = "comparable" if bundle.get("comparable") else "not comparable"
@@ -144,7 +147,7 @@ def _notes(out: Console, bundle: dict, path: str) -> None:
     out.print(Text(line if len(line) <= out.width else f"bundle:\n{path}"), soft_wrap=True)
 
 
-def render_run(out: Console, bundle: dict, path: str) -> None:
+def render_run(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     """The summary printed after a run, from its bundle alone."""
     for part in (_speed_tasks(bundle), _quality_suites(bundle)):
         if part is not None:

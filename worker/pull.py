@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import httpx
 
+from worker.contract import ModelPull
+
 
 class PullError(RuntimeError):
     pass
@@ -33,7 +35,7 @@ def needs_pull(base_url: str, model: str) -> bool:
 def pull_model(
     base_url: str,
     model: str,
-    on_progress: Callable[[dict], None],
+    on_progress: Callable[[ModelPull], None],
     *,
     min_interval: float = 1.0,
     timeout: float = 3600,
@@ -62,13 +64,11 @@ def pull_model(
             now = time.monotonic()
             total, completed = event.get("total"), event.get("completed")
             if status != last_status or now - last_report >= min_interval:
-                progress = {"type": "model_pull", "model": model, "status": status}
+                progress = ModelPull(type="model_pull", model=model, status=status)
                 if total:
-                    progress.update(
-                        total=total,
-                        completed=completed or 0,
-                        percent=round(100 * (completed or 0) / total, 1),
-                    )
+                    progress["total"] = total
+                    progress["completed"] = completed or 0
+                    progress["percent"] = round(100 * (completed or 0) / total, 1)
                 on_progress(progress)
                 last_status, last_report = status, now
             if status == "success":

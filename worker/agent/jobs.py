@@ -19,8 +19,10 @@ from worker.agent.protocol import (
     MAX_EVENTS_PER_POST,
     JobSpec,
     JobState,
+    SequencedEvent,
     job_path,
 )
+from worker.contract import ProgressEvent
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +47,15 @@ class Sender(threading.Thread):
     def __init__(self, client: SiteClient, job_id: int, attempt: int) -> None:
         super().__init__(daemon=True, name=f"benchloop-job-{job_id}-events")
         self.client, self.job_id, self.attempt = client, job_id, attempt
-        self._queue: queue.Queue[dict | None] = queue.Queue()
-        self._live: dict | None = None
+        self._queue: queue.Queue[SequencedEvent | dict | None] = queue.Queue()
+        self._live: ProgressEvent | None = None
         self._lock = threading.Lock()
         self._seq = 0
         self.state: JobState = {"ours": True, "cancel": False}
         self.failure: BaseException | None = None
 
-    def emit(self, event: dict) -> None:
-        if event.get("type") in LIVE_ONLY_EVENTS:
+    def emit(self, event: ProgressEvent) -> None:
+        if event["type"] in LIVE_ONLY_EVENTS:
             with self._lock:
                 self._live = event
             self._queue.put({})  # a wake-up, carrying nothing
@@ -106,7 +108,7 @@ class JobRun:
     def attempt(self) -> int:
         return self.spec["attempt"]
 
-    def emit(self, event: dict) -> None:
+    def emit(self, event: ProgressEvent) -> None:
         self.sender.emit(event)
 
     def should_stop(self) -> bool:
@@ -255,9 +257,9 @@ def _run_engine(state: JobRun, url: str, api_key: str | None, server=None) -> st
         state.call("fail", error="cancelled by request", cancelled=True)
         return "cancelled"
     if outcome.status != "complete":
-        error = (outcome.bundle.get("error") or {}).get("message") or outcome.status
-        return _fail(state, str(error))
-    body = json.dumps(upload_view(outcome.bundle), allow_nan=False).encode()
+        failure = outcome.bundle.get("error")
+        return _fail(state, failure["message"] if failure else outcome.status)
+    body = json.dumps(upload_view(dict(outcome.bundle)), allow_nan=False).encode()
     answer = state.client.post(
         job_path(spec["id"], "run"), raw=body, params={"attempt": state.attempt}
     )

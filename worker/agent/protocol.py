@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from worker.contract import ProgressEvent
+
 # The Celery task the site sends (by name) to a pool's queue with the job id as its argument.
 RUN_JOB_TASK = "worker.run_benchmark_job"
 API_ROOT = "/api/v1/lab/agent/"
@@ -62,8 +64,10 @@ class JobState(TypedDict):
 
 
 class SequencedEvent(TypedDict):
+    """One engine or host event (worker.contract) with its number in the attempt's stream."""
+
     seq: int
-    event: dict
+    event: ProgressEvent
 
 
 class PromptSpec(TypedDict):

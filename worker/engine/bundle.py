@@ -8,9 +8,11 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from datetime import datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import jsonschema
@@ -43,7 +45,7 @@ def bundle_path(run_id: str, home_runs: Path | None = None) -> Path:
     return (home_runs or runs_dir()) / run_id / RUN_FILE
 
 
-def write_bundle(bundle: dict, path: Path) -> Path:
+def write_bundle(bundle: Mapping[str, Any], path: Path) -> Path:
     """Write atomically: temp file in the same folder, fsync, then rename over the target.
 
     Raises BundleWriteError (an OSError) naming the bundle when the disk is full or the file
@@ -88,13 +90,13 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def validation_errors(bundle: dict) -> list[str]:
+def validation_errors(bundle: Mapping[str, Any]) -> list[str]:
     """Schema violations as 'path: message' strings (empty when valid)."""
     errors = sorted(_validator().iter_errors(bundle), key=lambda e: list(e.absolute_path))
     return ["/".join(str(p) for p in e.absolute_path) + ": " + e.message for e in errors]
 
 
-def validate_bundle(bundle: dict) -> None:
+def validate_bundle(bundle: Mapping[str, Any]) -> None:
     errors = validation_errors(bundle)
     if errors:
         raise ValueError(f"bundle does not match bundle-1 schema: {errors[0]}")
@@ -207,7 +209,9 @@ def upload_view(bundle: dict, *, secrets: list[str] | tuple[str, ...] = ()) -> d
     for value in (host, remote_host, urlsplit(endpoint).hostname or ""):
         if value and value not in ("localhost", "127.0.0.1", "::1", "[::1]"):
             needles.append(value)
-    return _scrub(view, sorted(set(needles), key=len, reverse=True))
+    scrubbed = _scrub(view, sorted(set(needles), key=len, reverse=True))
+    assert isinstance(scrubbed, dict)  # _scrub keeps each value's shape
+    return scrubbed
 
 
 def _scrub(value: object, needles: list[str]) -> object:

@@ -11,8 +11,10 @@ reasons for bundles written before it existed (``reasons_for_bundle``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeGuard
 
+from ..contract import Comparability
 from .redact import redact_text
 
 # Why a task that ran has no score that can be compared (a task's `not_scored` state).
@@ -23,11 +25,17 @@ MAX_REASON = 300
 TRUNCATED_SHARE = 0.5
 
 
-def _number(value: object) -> bool:
+def _block(bundle: dict[str, Any], key: str) -> dict[str, Any]:
+    """``bundle[key]`` when it is an object, else empty (old or hand-made bundles)."""
+    value = bundle.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
-def task_state(task: dict) -> str | None:
+def task_state(task: dict[str, Any]) -> str | None:
     """None for a scored task, else why it has no comparable score.
 
     A task that errored on the endpoint is scored (0, and it counts against reliability); one
@@ -59,7 +67,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _task_reasons(states: Counter, context_length: int | None) -> list[str]:
+def _task_reasons(states: Counter[str], context_length: int | None) -> list[str]:
     reasons = []
     room = f" ({context_length} tokens)" if context_length else ""
     if states[CONTEXT]:
@@ -82,21 +90,21 @@ def _clip(text: str) -> str:
 def assess(
     *,
     status: str,
-    error: dict | None,
+    error: Mapping[str, Any] | None,
     expected: dict[str, list[str]],
-    suites: dict[str, dict],
+    suites: Mapping[str, Mapping[str, Any]],
     custom_selection: bool,
     task_filter: Iterable[str] = (),
     max_tokens_cap: int | None = None,
     context_length: int | None = None,
-) -> dict:
+) -> Comparability:
     """The `comparability` block for a run of the profile whose task ids are ``expected``.
 
     ``suites`` is the bundle's suites block (the tasks that ran). The coverage is the share of
     expected tasks that were scored; a task outside the profile (a custom extra suite) adds none.
     """
     want = {(suite, task_id) for suite, ids in expected.items() for task_id in ids}
-    states: Counter = Counter()
+    states: Counter[str] = Counter()
     scored = 0
     for name, suite in suites.items():
         for task in suite.get("tasks") or []:
@@ -125,16 +133,16 @@ def assess(
     if missing and status == "complete" and not custom_selection and not filters:
         reasons.append(f"{_plural(missing, 'task')} of the profile not run")
     total = len(want)
-    return {
-        "comparable": not reasons and total > 0 and scored == total,
-        "reasons": reasons,
-        "tasks_expected": total,
-        "tasks_scored": scored,
-        "not_scored": {key: states[key] for key in (CONTEXT, SANDBOX, SKIPPED)},
-    }
+    return Comparability(
+        comparable=not reasons and total > 0 and scored == total,
+        reasons=reasons,
+        tasks_expected=total,
+        tasks_scored=scored,
+        not_scored={key: states[key] for key in (CONTEXT, SANDBOX, SKIPPED)},
+    )
 
 
-def coverage_of(block: dict) -> float:
+def coverage_of(block: Mapping[str, Any]) -> float:
     """Share (0–100) of the profile's tasks that were scored."""
     total = block.get("tasks_expected") or 0
     if total <= 0:
@@ -142,7 +150,7 @@ def coverage_of(block: dict) -> float:
     return round(100.0 * min(1.0, (block.get("tasks_scored") or 0) / total), 2)
 
 
-def reasons_for_bundle(bundle: dict) -> list[str]:
+def reasons_for_bundle(bundle: dict[str, Any]) -> list[str]:
     """Why a bundle of any version is not comparable; [] when it is.
 
     A 1.1 bundle says so itself. Older ones (and legacy run files) get the reasons that can be
@@ -155,9 +163,7 @@ def reasons_for_bundle(bundle: dict) -> list[str]:
         if not reasons and not block.get("comparable", False):
             reasons = ["not comparable (no reason recorded)"]
         return reasons
-    settings = bundle.get("settings") if isinstance(bundle.get("settings"), dict) else {}
-    suites = bundle.get("suites") if isinstance(bundle.get("suites"), dict) else {}
-    launch = bundle.get("launch") if isinstance(bundle.get("launch"), dict) else {}
+    settings, suites, launch = (_block(bundle, key) for key in ("settings", "suites", "launch"))
     context = launch.get("context_length")
     status = str(bundle.get("status") or "complete")
     error = bundle.get("error") if isinstance(bundle.get("error"), dict) else None

@@ -9,6 +9,8 @@ positive, and a difference is significant when the two-sided p-value is below α
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from .metrics import speed_samples
 from .stats import ratio_test, summarize
 
@@ -68,7 +70,7 @@ def _row(
     test = ratio_test(a, b)
     significant = bool(test and test["p_value"] is not None and test["p_value"] < ALPHA)
     better = None
-    if significant and test["ratio"] != 1:
+    if significant and test is not None and test["ratio"] != 1:
         better = "b" if (test["ratio"] > 1) == higher_is_better else "a"
     return {
         "metric": name,
@@ -136,10 +138,8 @@ def compare_bundles(a: dict, b: dict) -> dict:
     scores = []
     for key in SCORES:
         va, vb = a.get(key), b.get(key)
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
-        scores.append(
-            {"metric": key, "a": va, "b": vb, "delta": round(vb - va, 4) if numbers else None}
-        )
+        delta = round(vb - va, 4) if _is_number(va) and _is_number(vb) else None
+        scores.append({"metric": key, "a": va, "b": vb, "delta": delta})
     side_a, side_b = _side(a), _side(b)
     only_a = [t for t in ids_a if t not in shared]
     only_b = [t for t in ids_b if t not in shared]
@@ -163,8 +163,12 @@ def compare_bundles(a: dict, b: dict) -> dict:
     }
 
 
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _trials(doc: dict) -> list[dict]:
-    out = []
+    out: list[dict] = []
     for task in (doc.get("suites", {}).get("speed") or {}).get("tasks") or []:
         out.extend((task.get("metadata") or {}).get("trials") or [])
     return out

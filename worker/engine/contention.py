@@ -22,9 +22,11 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import psutil
 
+from ..contract import Contention, ContentionStatus
 from .stats import percentile
 
 INTERVAL_S = 2.0
@@ -133,7 +135,8 @@ class NvmlProbe:
     def snapshot(self) -> dict | None:
         if not self.available:
             return None
-        processes, utilization = [], []
+        processes: list[dict[str, Any]] = []
+        utilization: list[float] = []
         for index, handle in enumerate(self.handles):
             for kind, getter in (
                 ("compute", "nvmlDeviceGetComputeRunningProcesses"),
@@ -169,7 +172,9 @@ def host_block(snapshots: list[dict]) -> dict:
     """The host part of the block, from consecutive HostProbe snapshots."""
     if len(snapshots) < 2:
         return {"status": "unknown", "note": "too short a run to sample the host"}
-    shares, busy_shares, by_name = [], [], defaultdict(float)
+    shares: list[float] = []
+    busy_shares: list[float] = []
+    by_name: defaultdict[str, float] = defaultdict(float)
     for before, after in zip(snapshots, snapshots[1:], strict=False):
         capacity = after["total_s"] - before["total_s"]
         if capacity <= 0:
@@ -266,10 +271,10 @@ def gpu_block(snapshots: list[dict], known: set[int], *, server_known: bool) -> 
     }
 
 
-def unmeasured(note: str) -> dict:
+def unmeasured(note: str) -> Contention:
     """The block for a run whose machine this process cannot see (a remote endpoint)."""
     part = {"status": "unknown", "note": note}
-    return {"status": "unknown", "reasons": [], "interval_s": None, "host": part, "gpu": part}
+    return Contention(status="unknown", reasons=[], interval_s=None, host=part, gpu=part)
 
 
 class ContentionMonitor:
@@ -320,7 +325,7 @@ class ContentionMonitor:
         self._thread.start()
         return self
 
-    def stop(self) -> dict:
+    def stop(self) -> Contention:
         """Stop sampling (taking a last sample) and return the bundle's `contention` block."""
         if self._thread is not None:
             self._stop.set()
@@ -330,7 +335,7 @@ class ContentionMonitor:
         self.gpu.close()
         return self.block()
 
-    def block(self) -> dict:
+    def block(self) -> Contention:
         host = host_block(self.host_snapshots)
         if self.gpu_snapshots:
             gpu = gpu_block(
@@ -340,14 +345,15 @@ class ContentionMonitor:
         else:
             gpu = {"status": "unknown", "source": "none", "note": self.gpu.note or "no samples"}
         parts = (host["status"], gpu["status"])
+        status: ContentionStatus = "unknown"
         if "contended" in parts:
             status = "contended"
-        else:
-            status = "clear" if parts == ("clear", "clear") else "unknown"
-        return {
-            "status": status,
-            "reasons": host.get("reasons", []) + gpu.get("reasons", []),
-            "interval_s": self.interval,
-            "host": host,
-            "gpu": gpu,
-        }
+        elif parts == ("clear", "clear"):
+            status = "clear"
+        return Contention(
+            status=status,
+            reasons=host.get("reasons", []) + gpu.get("reasons", []),
+            interval_s=self.interval,
+            host=host,
+            gpu=gpu,
+        )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
+from typing import TypeGuard
 
+from ..contract import Launch, ModelInfo
 from .errors import ProtocolError, UnknownModel
 from .transport import Transport
 
@@ -30,7 +32,7 @@ class EndpointInfo:
     aliases: dict[str, str] = field(default_factory=dict)
     engine: dict = field(default_factory=dict)
     model_meta: dict[str, dict] = field(default_factory=dict)
-    launch: dict = field(default_factory=dict)
+    launch: Launch = field(default_factory=lambda: Launch())
     # Full paths the server reported for its weights: used to hash a local GGUF, never written.
     local_paths: list[str] = field(default_factory=list)
 
@@ -55,7 +57,8 @@ def detect_endpoint(
     props = transport.get_json("/props", timeout=timeout)
     if _is_llama_props(props):
         info = EndpointInfo(transport.base_url, LLAMA_CPP, "openai")
-        _fill_llama(info, props, transport.get_json("/v1/models", timeout=timeout))
+        listing = transport.get_json("/v1/models", timeout=timeout)
+        _fill_llama(info, props, listing if isinstance(listing, dict) else None)
         return _check_api(info, provider)
 
     version = transport.get_json("/api/version", timeout=timeout)
@@ -111,7 +114,7 @@ def _check_api(info: EndpointInfo, provider: str) -> EndpointInfo:
     return info
 
 
-def _is_llama_props(props: object) -> bool:
+def _is_llama_props(props: object) -> TypeGuard[dict]:
     return isinstance(props, dict) and (
         "default_generation_settings" in props or "build_info" in props
     )
@@ -131,7 +134,7 @@ def _fill_llama(info: EndpointInfo, props: dict | None, listing: dict | None) ->
     build = (props or {}).get("build_info", "")
     info.engine = {"name": "llama.cpp", "version": build, "build_info": build}
     settings = (props or {}).get("default_generation_settings") or {}
-    launch: dict = {}
+    launch = Launch()
     if settings.get("n_ctx"):
         launch["context_length"] = settings["n_ctx"]
     if props and props.get("total_slots"):
@@ -232,15 +235,15 @@ def resolve_model(info: EndpointInfo, requested: str | None) -> str:
     raise UnknownModel(requested, info.models)
 
 
-def describe_model(info: EndpointInfo, model: str) -> dict:
+def describe_model(info: EndpointInfo, model: str) -> ModelInfo:
     """The v3 ``model`` block, filled from what the server reports."""
     meta = info.model_meta.get(info.aliases.get(model, model), {})
-    return {
-        "model_id": model,
-        "family": str(meta.get("family", "")),
-        "parameter_count": str(meta.get("parameter_count", "")),
-        "quantization": str(meta.get("quantization", "")),
-    }
+    return ModelInfo(
+        model_id=model,
+        family=str(meta.get("family", "")),
+        parameter_count=str(meta.get("parameter_count", "")),
+        quantization=str(meta.get("quantization", "")),
+    )
 
 
 # Ports that local LLM servers default to: llama.cpp, Ollama, LM Studio, vLLM/MLX, Jan,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..contract import BundleError
+
 
 class EngineError(Exception):
     """Base class: ``message`` says what happened, ``hint`` what to try."""
@@ -15,8 +17,9 @@ class EngineError(Exception):
         self.hint = hint if hint is not None else self.default_hint
         self.status_code = status_code
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "message": self.message, "hint": self.hint}
+    def to_dict(self) -> BundleError:
+        """The bundle's ``error`` block."""
+        return BundleError(kind=self.kind, message=self.message, hint=self.hint)
 
 
 class EndpointUnreachable(EngineError):

@@ -9,10 +9,13 @@ import os
 import platform
 import secrets
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from ..contract import GpuInfo, Hardware
 from .paths import benchloop_home
 
 _GIB = 1024**3
@@ -24,7 +27,7 @@ def detect_hardware(
     label: str | None = None,
     gpu: str | None = None,
     gpu_memory_gb: float | None = None,
-) -> dict:
+) -> Hardware:
     """Describe this machine; with ``attributed=False`` only the user's overrides are kept.
 
     ``attributed`` is False when the benchmarked server runs elsewhere: this machine's CPU and
@@ -35,23 +38,24 @@ def detect_hardware(
         for key, value in (("label", label), ("gpu", gpu), ("gpu_memory_gb", gpu_memory_gb))
         if value not in (None, "")
     }
-    hw: dict = {
-        "attributed": attributed,
-        "os": "",
-        "os_version": "",
-        "architecture": "",
-        "cpu_model": "",
-        "cpu_physical_cores": None,
-        "cpu_logical_cores": None,
-        "ram_gb": None,
-        "gpus": [],
-        "gpu_driver_version": "",
-        "cuda_version": "",
-        "apple_silicon": False,
-        "gpu_source": "none",
-        "notes": [],
-        "overrides": overrides,
-    }
+    hw = Hardware(
+        attributed=attributed,
+        os="",
+        os_version="",
+        architecture="",
+        cpu_model="",
+        cpu_physical_cores=None,
+        cpu_logical_cores=None,
+        ram_gb=None,
+        gpus=[],
+        gpu_driver_version="",
+        cuda_version="",
+        apple_silicon=False,
+        gpu_source="none",
+        notes=[],
+        overrides=overrides,
+        label="",  # named last, from what was found
+    )
     if attributed:
         _fill_host(hw)
         if hw["os"] == "Darwin" and hw["architecture"] == "arm64":
@@ -67,7 +71,7 @@ def detect_hardware(
     return hw
 
 
-def _fill_host(hw: dict) -> None:
+def _fill_host(hw: Hardware) -> None:
     hw["os"] = platform.system()
     hw["os_version"] = platform.mac_ver()[0] if hw["os"] == "Darwin" else platform.release()
     hw["architecture"] = platform.machine()
@@ -101,25 +105,28 @@ def _sysctl(key: str) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def _fill_apple(hw: dict) -> None:
+def _fill_apple(hw: Hardware) -> None:
     """Apple Silicon: the GPU shares system memory, so its memory is the machine's RAM."""
     chip = _sysctl("machdep.cpu.brand_string") or "Apple Silicon"
     memsize = _sysctl("hw.memsize")
     ram_gb = round(int(memsize) / _GIB, 2) if memsize.isdigit() else hw["ram_gb"]
     perf, eff = _sysctl("hw.perflevel0.physicalcpu"), _sysctl("hw.perflevel1.physicalcpu")
-    hw.update(apple_silicon=True, cpu_model=chip, ram_gb=ram_gb, gpu_source="sysctl")
+    hw["apple_silicon"] = True
+    hw["cpu_model"] = chip
+    hw["ram_gb"] = ram_gb
+    hw["gpu_source"] = "sysctl"
     if perf.isdigit():
         hw["cpu_performance_cores"] = int(perf)
     if eff.isdigit():
         hw["cpu_efficiency_cores"] = int(eff)
-    hw["gpus"] = [{"index": 0, "name": f"{chip} GPU", "vram_gb": ram_gb, "memory": "unified"}]
+    hw["gpus"] = [GpuInfo(index=0, name=f"{chip} GPU", vram_gb=ram_gb, memory="unified")]
 
 
 def _text(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _fill_nvml(hw: dict) -> None:
+def _fill_nvml(hw: Hardware) -> None:
     """Every NVIDIA GPU through NVML; any NVML failure leaves a note and no GPU, never a crash."""
     try:
         nvml = importlib.import_module("pynvml")
@@ -141,12 +148,10 @@ def _fill_nvml(hw: dict) -> None:
             hw["notes"].append(f"CUDA version unknown: {exc}")
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            entry: dict = {"index": index, "name": _text(nvml.nvmlDeviceGetName(handle))}
-            try:
+            entry = GpuInfo(index=index, name=_text(nvml.nvmlDeviceGetName(handle)), vram_gb=None)
+            # Some boards (unified-memory Grace parts) report no framebuffer size: None stays.
+            with contextlib.suppress(Exception):
                 entry["vram_gb"] = round(nvml.nvmlDeviceGetMemoryInfo(handle).total / _GIB, 2)
-            except Exception:
-                # Some boards (unified-memory Grace parts) report no framebuffer size.
-                entry["vram_gb"] = None
             hw["gpus"].append(entry)
         hw["gpu_source"] = "nvml"
     except Exception as exc:
@@ -156,14 +161,14 @@ def _fill_nvml(hw: dict) -> None:
             nvml.nvmlShutdown()
 
 
-def gpu_summary(hw: dict) -> tuple[str, float]:
+def gpu_summary(hw: Mapping[str, Any]) -> tuple[str, float]:
     """v3 ``machine.gpu`` (names joined) and ``gpu_memory_gb`` (summed)."""
     names = [g.get("name", "") for g in hw.get("gpus", []) if g.get("name")]
     total = sum(g.get("vram_gb") or 0.0 for g in hw.get("gpus", []))
     return ", ".join(names), round(float(total), 2)
 
 
-def hardware_label(hw: dict) -> str:
+def hardware_label(hw: Mapping[str, Any]) -> str:
     """A short human label: '2× NVIDIA H100 80GB', 'Apple M2 Max 64GB', or CPU + RAM."""
     gpus = hw.get("gpus") or []
     if gpus:

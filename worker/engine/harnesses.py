@@ -218,4 +218,4 @@ class HarnessProvider:
 
 def with_harness(provider: Provider, harness: str) -> Provider:
     """``provider`` itself for ``raw``, else wrapped so the harness applies."""
-    return provider if harness == "raw" else HarnessProvider(provider, harness)  # type: ignore[return-value]
+    return provider if harness == "raw" else HarnessProvider(provider, harness)

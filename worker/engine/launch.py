@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from ..contract import Launch, Weights
 from .redact import redact_command
 from .weights import gguf_identity, ollama_identity
 
@@ -227,8 +228,8 @@ class StackInfo:
     """What identification found: keys for the bundle's `model` and `launch`, and the server's
     process ids (the contention monitor leaves them out of "other" load)."""
 
-    model: dict = field(default_factory=dict)
-    launch: dict = field(default_factory=dict)
+    model: Weights = field(default_factory=lambda: Weights())
+    launch: Launch = field(default_factory=lambda: Launch())
     server: ServerProcess | None = None
 
 
@@ -263,9 +264,13 @@ def identify(
         parsed = parse_llama_args(argv)
     elif info.kind == "ollama" and server is not None:
         parsed = ollama_settings(server.environ)
-    for key in ("context_length", "kv_cache_type", "draft_model"):
-        if parsed.get(key) is not None:
-            stack.launch.setdefault(key, parsed[key])
+    # What the command line says that the server did not (its own answers come first).
+    if parsed.get("context_length") is not None:
+        stack.launch.setdefault("context_length", parsed["context_length"])
+    if parsed.get("kv_cache_type") is not None:
+        stack.launch.setdefault("kv_cache_type", parsed["kv_cache_type"])
+    if parsed.get("draft_model") is not None:
+        stack.launch.setdefault("draft_model", parsed["draft_model"])
     stack.launch["settings"] = parsed["settings"]
     if info.kind == "ollama":
         stack.model.update(_ollama_weights(transport, info, model))
@@ -279,7 +284,7 @@ def identify(
     return stack
 
 
-def _ollama_weights(transport, info, model: str) -> dict:
+def _ollama_weights(transport, info, model: str) -> Weights:
     from .errors import EngineError
 
     show = None

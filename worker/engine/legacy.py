@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from . import __version__
 from .bundle import slug
@@ -70,22 +71,8 @@ def _hardware(machine: dict) -> dict:
     }
 
 
-def from_legacy(doc: dict, *, folder: str = "") -> dict:
-    """Convert a v2/v3 run.json; unknown legacy extras are kept under ``extras``."""
-    fmt = source_format(doc)
-    model = dict(doc.get("model") or {})
-    model.setdefault("model_id", "")
-    for key in ("family", "parameter_count", "quantization"):
-        model[key] = str(model.get(key) or "")
-    raw_machine = dict(doc.get("machine") or {})
-    # Failed-run records carried the full hardware dict; keep the v3 keys in machine.
-    machine = {key: raw_machine.get(key, default) for key, default in _MACHINE_DEFAULTS.items()}
-    run_id = str(
-        doc.get("run_id") or folder or f"{doc.get('timestamp', '')}-{slug(model['model_id'])}"
-    )
-    backend = str(machine.get("backend") or doc.get("provider") or "")
-    trials = speed_samples(doc)
-    is_v3 = fmt.endswith("0.3.0")
+def _suites(doc: dict) -> dict[str, dict]:
+    """The old suites with the task keys bundle-1 requires, filled as the old CLI meant them."""
     suites = {}
     for name, suite in (doc.get("suites") or {}).items():
         tasks = []
@@ -97,7 +84,44 @@ def from_legacy(doc: dict, *, folder: str = "") -> dict:
             task.setdefault("metadata", {})
             tasks.append(task)
         suites[name] = {**suite, "tasks": tasks}
-    bundle = {
+    return suites
+
+
+def _model(doc: dict) -> dict:
+    model = dict(doc.get("model") or {})
+    model.setdefault("model_id", "")
+    for key in ("family", "parameter_count", "quantization"):
+        model[key] = str(model.get(key) or "")
+    return model
+
+
+def _speed_summary(doc: dict) -> dict:
+    """What the old files' trials allow: no server-side figures (they recorded none)."""
+    trials = speed_samples(doc)
+    return {
+        "decode_tps": summarize(t["decode_tps"] for t in trials),
+        "prefill_tps": summarize(t["prefill_tps"] for t in trials),
+        "ttft_ms": summarize((t["ttft_ms"] for t in trials), higher_is_better=False),
+        "server_decode_tps": summarize([]),
+        "server_prefill_tps": summarize([]),
+        "decode_ratio_vs_server": None,
+    }
+
+
+def from_legacy(doc: dict, *, folder: str = "") -> dict:
+    """Convert a v2/v3 run.json; unknown legacy extras are kept under ``extras``."""
+    fmt = source_format(doc)
+    model = _model(doc)
+    raw_machine = dict(doc.get("machine") or {})
+    # Failed-run records carried the full hardware dict; keep the v3 keys in machine.
+    machine = {key: raw_machine.get(key, default) for key, default in _MACHINE_DEFAULTS.items()}
+    run_id = str(
+        doc.get("run_id") or folder or f"{doc.get('timestamp', '')}-{slug(model['model_id'])}"
+    )
+    backend = str(machine.get("backend") or doc.get("provider") or "")
+    is_v3 = fmt.endswith("0.3.0")
+    suites = _suites(doc)
+    bundle: dict[str, Any] = {
         "bundle_schema_version": LEGACY_BUNDLE_VERSION,
         "source_format": fmt,
         "version": str(doc.get("version") or ""),
@@ -135,14 +159,7 @@ def from_legacy(doc: dict, *, folder: str = "") -> dict:
         "reliability_score": doc.get("reliability_score") or 0.0,
         "value_score": doc.get("value_score") or 0.0,
         "speed_metrics": {**_SPEED_DEFAULTS, **(doc.get("speed_metrics") or {})},
-        "speed_summary": {
-            "decode_tps": summarize(t["decode_tps"] for t in trials),
-            "prefill_tps": summarize(t["prefill_tps"] for t in trials),
-            "ttft_ms": summarize((t["ttft_ms"] for t in trials), higher_is_better=False),
-            "server_decode_tps": summarize([]),
-            "server_prefill_tps": summarize([]),
-            "decode_ratio_vs_server": None,
-        },
+        "speed_summary": _speed_summary(doc),
         "settings": {"trials": None, "selected_suites": list(suites), "reader": __version__},
         "suites": suites,
         "extras": {k: doc[k] for k in _EXTRA_KEYS if k in doc},

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..contract import SpeedMetrics, SpeedSummary
 from .providers.base import ChatResponse
 from .stats import median_interval, percentile, summarize
 
@@ -10,7 +14,7 @@ def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def request_metrics(response: ChatResponse) -> dict:
+def request_metrics(response: ChatResponse) -> dict[str, Any]:
     """Client-measured speed of one streamed request plus the server's own numbers.
 
     TTFT = first output chunk − sent. E2E = last output chunk − sent. N = the server's completion
@@ -87,7 +91,7 @@ def request_metrics(response: ChatResponse) -> dict:
     return metrics
 
 
-def _server_dict(response: ChatResponse) -> dict | None:
+def _server_dict(response: ChatResponse) -> dict[str, Any] | None:
     server = response.server
     if server is None:
         return None
@@ -103,7 +107,7 @@ def _server_dict(response: ChatResponse) -> dict | None:
     }
 
 
-def measured_trials(tasks: list[dict]) -> list[dict]:
+def measured_trials(tasks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every successful, non-warm-up trial of the given speed task records."""
     out = []
     for task in tasks:
@@ -118,25 +122,25 @@ def _median_of(values: list[float | None]) -> float | None:
     return _r(median_interval(values)["median"], 4)
 
 
-def speed_summary(trials: list[dict]) -> dict:
+def speed_summary(trials: list[dict[str, Any]]) -> SpeedSummary:
     """Run-level distributions over every measured trial (all speed tasks pooled)."""
     itl = [t["itl_ms"]["median"] for t in trials if (t.get("itl_ms") or {}).get("median")]
-    return {
-        "decode_tps": summarize(t.get("decode_tps") for t in trials),
-        "prefill_tps": summarize(t.get("prefill_tps") for t in trials),
-        "ttft_ms": summarize((t.get("ttft_ms") for t in trials), higher_is_better=False),
-        "server_decode_tps": summarize(t.get("server_decode_tps") for t in trials),
-        "server_prefill_tps": summarize(t.get("server_prefill_tps") for t in trials),
-        "itl_median_ms": summarize(itl, higher_is_better=False),
-        "decode_ratio_vs_server": _median_of([t.get("decode_ratio_vs_server") for t in trials]),
-        "prefill_ratio_vs_server": _median_of([t.get("prefill_ratio_vs_server") for t in trials]),
-        "ttft_minus_server_prompt_ms": _median_of(
+    return SpeedSummary(
+        decode_tps=summarize(t.get("decode_tps") for t in trials),
+        prefill_tps=summarize(t.get("prefill_tps") for t in trials),
+        ttft_ms=summarize((t.get("ttft_ms") for t in trials), higher_is_better=False),
+        server_decode_tps=summarize(t.get("server_decode_tps") for t in trials),
+        server_prefill_tps=summarize(t.get("server_prefill_tps") for t in trials),
+        itl_median_ms=summarize(itl, higher_is_better=False),
+        decode_ratio_vs_server=_median_of([t.get("decode_ratio_vs_server") for t in trials]),
+        prefill_ratio_vs_server=_median_of([t.get("prefill_ratio_vs_server") for t in trials]),
+        ttft_minus_server_prompt_ms=_median_of(
             [t.get("ttft_minus_server_prompt_ms") for t in trials]
         ),
-    }
+    )
 
 
-def speed_metrics_v3(trials: list[dict]) -> dict:
+def speed_metrics_v3(trials: list[dict[str, Any]]) -> SpeedMetrics:
     """The v3 ``speed_metrics`` keys, from the same pooled trials as ``speed_summary``."""
     decode = sorted(t["decode_tps"] for t in trials if t.get("decode_tps"))
     ttft = sorted(t["ttft_ms"] for t in trials if t.get("ttft_ms"))
@@ -146,27 +150,28 @@ def speed_metrics_v3(trials: list[dict]) -> dict:
     def pct(values: list[float], q: float) -> float:
         return round(percentile(values, q), 4) if values else 0.0
 
-    return {
-        "ttft_ms": pct(ttft, 0.5),
-        "prompt_eval_tok_per_sec": pct(prefill, 0.5),
-        "generation_tok_per_sec": pct(decode, 0.5),
-        "total_latency_ms": pct(e2e, 0.5),
-        "generation_tok_per_sec_p50": pct(decode, 0.5),
-        "generation_tok_per_sec_p95": pct(decode, 0.95),
-        "ttft_ms_p50": pct(ttft, 0.5),
-        "ttft_ms_p95": pct(ttft, 0.95),
-        "sample_count": len(decode),
-    }
+    return SpeedMetrics(
+        ttft_ms=pct(ttft, 0.5),
+        prompt_eval_tok_per_sec=pct(prefill, 0.5),
+        generation_tok_per_sec=pct(decode, 0.5),
+        total_latency_ms=pct(e2e, 0.5),
+        generation_tok_per_sec_p50=pct(decode, 0.5),
+        generation_tok_per_sec_p95=pct(decode, 0.95),
+        ttft_ms_p50=pct(ttft, 0.5),
+        ttft_ms_p95=pct(ttft, 0.95),
+        sample_count=len(decode),
+    )
 
 
-def _trial_value(trial: dict, key: str, legacy_key: str) -> float | None:
-    if trial.get(key) is not None:
-        return trial[key]
-    value = (trial.get("speed_metrics") or {}).get(legacy_key)
-    return value if value else None
+def _trial_value(trial: dict[str, Any], key: str, legacy_key: str) -> float | None:
+    # Numbers or null in every format (the bundle schema says so for ours).
+    value: float | None = trial.get(key)
+    if value is None:
+        value = (trial.get("speed_metrics") or {}).get(legacy_key) or None
+    return value
 
 
-def speed_samples(doc: dict) -> list[dict]:
+def speed_samples(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Measured speed samples of any run document (ours or legacy): one dict per good trial."""
     out = []
     for task in (doc.get("suites", {}).get("speed") or {}).get("tasks") or []:

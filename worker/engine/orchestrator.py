@@ -1,41 +1,61 @@
 """Run orchestration: preflight, warm-up, suites, checkpoints, final bundle, progress events.
 
-Events (dicts with a ``type``) follow the names of the earlier product: ``run_started``,
-``suite_started``, ``task_completed``, ``suite_completed``, ``run_completed``, ``run_failed``;
-plus ``task_started``, ``task_progress`` and ``trial_completed`` for live displays.
+Events (dicts with a ``type``, typed in worker.contract) follow the names of the earlier
+product: ``run_started``, ``suite_started``, ``task_completed``, ``suite_completed``,
+``run_completed``, ``run_failed``; plus ``task_started``, ``task_progress`` and
+``trial_completed`` for live displays.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from ..contract import (
+    Bundle,
+    BundleError,
+    Cancelled,
+    RunCallback,
+    RunCompleted,
+    RunEvent,
+    RunFailed,
+    RunStarted,
+    RunStatus,
+    SuiteCompleted,
+    SuiteRecord,
+    SuiteStarted,
+    TaskCompleted,
+    TaskRecord,
+    TaskStarted,
+)
 from .bundle import write_bundle
 from .contention import INTERVAL_S, ContentionMonitor
-from .detect import EndpointInfo, detect_endpoint, resolve_model
-from .errors import BundleWriteError, EngineError, UsageError
-from .harnesses import HARNESSES, HarnessProvider, with_harness
-from .launch import StackInfo, identify
+from .detect import EndpointInfo
+from .errors import BundleWriteError, EngineError
+from .harnesses import HarnessProvider, with_harness
+from .launch import StackInfo
 from .locality import Locality, classify
 from .paths import benchloop_home
+from .preflight import DEFAULT_TRIALS, probe, select
 from .providers import ChatRequest, Provider, make_provider
 from .skeleton import refresh_scores as _refresh_scores
 from .skeleton import skeleton as _skeleton
 from .stats import percentile
-from .suites import RunCancelled, RunContext, Suite, available_suites, load_profiles
+from .suites import RunCancelled, RunContext, Suite
 from .transport import Transport
 
 log = logging.getLogger(__name__)
 
-EventCallback = Callable[[dict], None]
+# prepare_run's and execute's listener (a name kept for callers of the engine).
+EventCallback = RunCallback
+Emit = Callable[[RunEvent], None]
 OLLAMA_SPEED_NUM_CTX = 4096
-DEFAULT_TRIALS = 5
 
 
 @dataclass
@@ -78,10 +98,10 @@ class PreparedRun:
     provider: Provider
     locality: Locality
     profile_name: str
-    profile: dict
+    profile: dict[str, Any]
     benchmark_profile: str
     suites: list[Suite]
-    tasks: dict[str, list[dict]] = field(default_factory=dict)
+    tasks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Every task id of the requested profile, unfiltered: what comparability is measured against.
     expected: dict[str, list[str]] = field(default_factory=dict)
     stack: StackInfo = field(default_factory=StackInfo)
@@ -91,16 +111,9 @@ class PreparedRun:
 class RunOutcome:
     """``status``: "complete", "incomplete" (Ctrl-C), "failed" or "cancelled" (should_stop)."""
 
-    bundle: dict
+    bundle: Bundle
     path: Path
     status: str
-
-
-def _select_tasks(suite: Suite, patterns: list[str] | None, cap: int | None) -> list[dict]:
-    tasks = suite.effective_tasks(cap)
-    if not patterns:
-        return tasks
-    return [t for t in tasks if any(fnmatch.fnmatch(t["id"], p) for p in patterns)]
 
 
 def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> PreparedRun:
@@ -109,73 +122,21 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
     Raises EngineError. ``on_event`` hears ``hashing_weights`` before a weights file that is not
     in the hash cache yet is read (a large one takes a while, once).
     """
-    profiles = load_profiles()
-    profile_name = config.profile or profiles["default"]
-    if profile_name not in profiles["profiles"]:
-        raise UsageError(
-            f"unknown profile {profile_name!r}",
-            hint=f"Profiles: {', '.join(profiles['profiles'])}.",
-        )
-    profile = profiles["profiles"][profile_name]
-    if config.trials is None:
-        config.trials = int(profile.get("speed_trials", DEFAULT_TRIALS))
-    if config.trials < 1 or config.trials > 50:
-        raise UsageError("--trials must be between 1 and 50")
-    if config.harness not in HARNESSES:
-        raise UsageError(
-            f"unknown harness {config.harness!r}", hint=f"Harnesses: {', '.join(HARNESSES)}."
-        )
-    selected = list(config.suites) if config.suites else list(profile["suites"])
-    installed = available_suites()
-    missing = [name for name in selected if name not in installed]
-    if missing:
-        raise UsageError(
-            f"suite(s) not installed: {', '.join(missing)}",
-            hint=f"Installed suites: {', '.join(installed)}.",
-        )
-    benchmark_profile = next(
-        (n for n, p in profiles["profiles"].items() if set(p["suites"]) == set(selected)), "custom"
-    )
-    suites = [installed[name] for name in selected]
-    tasks = {s.name: _select_tasks(s, config.tasks, config.max_tokens) for s in suites}
-    if not any(tasks.values()):
-        raise UsageError("no task matches --tasks", hint="`benchloop info` lists task ids.")
+    selection = select(config)
     transport = Transport(config.url, api_key=config.api_key, timeout=config.timeout)
     locality = classify(transport.base_url, override=config.scoring)
-
-    def hashing(path: Path, size: int) -> None:
-        if on_event is not None:
-            on_event({"type": "hashing_weights", "file": path.name, "size_bytes": size})
-
     try:
-        info = detect_endpoint(transport, provider=config.provider)
-        model = resolve_model(info, config.model)
-        stack = identify(
-            transport=transport,
-            info=info,
-            model=model,
-            same_machine=locality.same_machine,
-            model_file=config.model_file,
-            launch_command=config.launch_command,
-            hash_weights=config.hash_weights,
-            home=config.home or benchloop_home(),
-            on_hashing=hashing,
-        )
+        info, model, stack = probe(config, transport, locality, on_event)
     except BaseException:
         transport.close()
         raise
-    expected = {
-        name: [t["id"] for t in installed[name].effective_tasks(None)]
-        for name in profile["suites"]
-        if name in installed
-    }
     api = "openai" if config.provider == "openai" else info.api
     provider = make_provider(
         api,
         transport,
         model,
         supports_ignore_eos=info.supports_ignore_eos,
-        num_ctx=OLLAMA_SPEED_NUM_CTX if "speed" in selected else None,
+        num_ctx=OLLAMA_SPEED_NUM_CTX if "speed" in selection.tasks else None,
     )
     return PreparedRun(
         config=config,
@@ -184,30 +145,30 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
         model=model,
         provider=provider,
         locality=locality,
-        profile_name=profile_name,
-        profile=profile,
-        benchmark_profile=benchmark_profile,
-        suites=suites,
-        tasks=tasks,
-        expected=expected,
+        profile_name=selection.profile_name,
+        profile=selection.profile,
+        benchmark_profile=selection.benchmark_profile,
+        suites=selection.suites,
+        tasks=selection.tasks,
+        expected=selection.expected,
         stack=stack,
     )
 
 
-def _suite_record(suite: Suite, records: list[dict], metadata: dict) -> dict:
+def _suite_record(suite: Suite, records: list[TaskRecord], metadata: dict[str, Any]) -> SuiteRecord:
     latencies = sorted(r["latency_ms"] for r in records if r["latency_ms"] > 0)
     passes = sum(1 for r in records if r["passed"])
-    return {
-        "suite": suite.name,
-        "version": suite.version,
-        "score": suite.score(records),
-        "task_count": len(records),
-        "pass_count": passes,
-        "fail_count": len(records) - passes,
-        "median_latency_ms": round(percentile(latencies, 0.5), 3) if latencies else 0.0,
-        "tasks": records,
-        "metadata": metadata,
-    }
+    return SuiteRecord(
+        suite=suite.name,
+        version=suite.version,
+        score=suite.score(records),
+        task_count=len(records),
+        pass_count=passes,
+        fail_count=len(records) - passes,
+        median_latency_ms=round(percentile(latencies, 0.5), 3) if latencies else 0.0,
+        tasks=records,
+        metadata=metadata,
+    )
 
 
 def execute(
@@ -226,13 +187,13 @@ def execute(
         if on_event is not None:
             with contextlib.suppress(Exception):
                 on_event(
-                    {
-                        "type": "run_failed",
-                        "error": exc.message,
-                        "exception_class": "BundleWriteError",
-                        "status": "failed",
-                        "path": exc.filename,
-                    }
+                    RunFailed(
+                        type="run_failed",
+                        error=exc.message,
+                        exception_class="BundleWriteError",
+                        status="failed",
+                        path=str(exc.filename),
+                    )
                 )
         raise
 
@@ -254,13 +215,13 @@ def _execute(
     home = prep.config.home or benchloop_home()
     path = home / "runs" / bundle["run_id"] / "run.json"
 
-    def emit(kind: str, payload: dict) -> None:
+    def emit(event: RunEvent) -> None:
         if on_event is None:
             return
         try:
-            on_event({"type": kind, **payload})
+            on_event(event)
         except Exception:  # a broken display must not lose a benchmark run
-            log.exception("progress callback failed on %s", kind)
+            log.exception("progress callback failed on %s", event["type"])
 
     total = sum(len(t) for t in prep.tasks.values())
     write_bundle(bundle, path)
@@ -294,31 +255,31 @@ def _monitor(prep: PreparedRun) -> ContentionMonitor | None:
 
 def _run_suites(
     prep: PreparedRun,
-    bundle: dict,
+    bundle: Bundle,
     path: Path,
     total: int,
-    emit: Callable[[str, dict], None],
+    emit: Emit,
     should_stop: Callable[[], bool] | None,
     finish: Callable[[], None],
     clock: float,
 ) -> RunOutcome:
     """The body of ``_execute``: warm-up, every suite's tasks, then the one ending."""
     emit(
-        "run_started",
-        {
-            "run_id": bundle["run_id"],
-            "client_run_id": bundle["client_run_id"],
-            "total_tasks": total,
-            "suites": [s.name for s in prep.suites],
-            "suite_task_counts": {name: len(t) for name, t in prep.tasks.items()},
-            "benchmark_profile": bundle["benchmark_profile"],
-            "requested_profile": bundle["requested_profile"],
-            "manifest_hash": bundle["manifest_hash"],
-            "speed_trials": prep.config.trials,
-            "model": prep.model,
-            "engine": bundle["engine"],
-            "scoring_mode": bundle["scoring_mode"],
-        },
+        RunStarted(
+            type="run_started",
+            run_id=bundle["run_id"],
+            client_run_id=bundle["client_run_id"],
+            total_tasks=total,
+            suites=[s.name for s in prep.suites],
+            suite_task_counts={name: len(t) for name, t in prep.tasks.items()},
+            benchmark_profile=bundle["benchmark_profile"],
+            requested_profile=bundle["requested_profile"],
+            manifest_hash=bundle["manifest_hash"],
+            speed_trials=prep.config.trials or DEFAULT_TRIALS,
+            model=prep.model,
+            engine=bundle["engine"],
+            scoring_mode=bundle["scoring_mode"],
+        )
     )
     progress = _Progress(prep, bundle, path, total, emit, should_stop, clock)
     try:
@@ -353,10 +314,10 @@ class _Progress:
     """The running part of a run: each suite's tasks, the bundle rewritten after each one."""
 
     prep: PreparedRun
-    bundle: dict
+    bundle: Bundle
     path: Path
     total: int
-    emit: Callable[[str, dict], None]
+    emit: Emit
     should_stop: Callable[[], bool] | None
     clock: float
     completed: int = 0
@@ -380,13 +341,13 @@ class _Progress:
             emit=emit,
             should_stop=self.should_stop or (lambda: False),
         )
-        emit("suite_started", {"suite": suite.name, "task_count": len(tasks)})
+        emit(SuiteStarted(type="suite_started", suite=suite.name, task_count=len(tasks)))
         suite.prepare(ctx)
-        records: list[dict] = []
+        records: list[TaskRecord] = []
         for task in tasks:
             if self.should_stop is not None and self.should_stop():
                 raise RunCancelled()
-            emit("task_started", {"suite": suite.name, "task_id": task["id"]})
+            emit(TaskStarted(type="task_started", suite=suite.name, task_id=task["id"]))
             records.append(_run_one(suite, task, ctx))
             self.completed += 1
             bundle["suites"][suite.name] = _suite_record(suite, records, ctx.suite_metadata)
@@ -398,31 +359,30 @@ class _Progress:
             suite_record["metadata"]["harness_malformed_blocks"] = provider.malformed
             write_bundle(bundle, self.path)
         emit(
-            "suite_completed",
-            {
-                "suite": suite.name,
-                "score": suite_record["score"],
-                "pass_count": suite_record["pass_count"],
-                "task_count": suite_record["task_count"],
-            },
+            SuiteCompleted(
+                type="suite_completed",
+                suite=suite.name,
+                score=suite_record["score"],
+                pass_count=suite_record["pass_count"],
+                task_count=suite_record["task_count"],
+            )
         )
 
-    def _task_completed(self, suite: str, last: dict) -> None:
+    def _task_completed(self, suite: str, last: TaskRecord) -> None:
+        speed = last["metadata"].get("speed_metrics", {})
         self.emit(
-            "task_completed",
-            {
-                "suite": suite,
-                "task_id": last["task_id"],
-                "score": last["score"],
-                "passed": last["passed"],
-                "latency_ms": last["latency_ms"],
-                "error": last["error"],
-                "completed_tasks": self.completed,
-                "total_tasks": self.total,
-                "decode_tps": last["metadata"]
-                .get("speed_metrics", {})
-                .get("generation_tok_per_sec"),
-            },
+            TaskCompleted(
+                type="task_completed",
+                suite=suite,
+                task_id=last["task_id"],
+                score=last["score"],
+                passed=last["passed"],
+                latency_ms=last["latency_ms"],
+                error=last["error"],
+                completed_tasks=self.completed,
+                total_tasks=self.total,
+                decode_tps=speed.get("generation_tok_per_sec"),
+            )
         )
 
 
@@ -431,12 +391,12 @@ class _Ending:
     """How a run ended: the bundle's status, its error (None when complete) and, for a
     failure, what raised it (the run_failed event names it)."""
 
-    status: str
-    error: dict | None = None
+    status: RunStatus
+    error: BundleError | None = None
     exception_class: str = ""
 
 
-def _verdict(bundle: dict) -> _Ending:
+def _verdict(bundle: Bundle) -> _Ending:
     """A run that got through every task: complete, unless no task ran at all."""
     tasks_done = [t for s in bundle["suites"].values() for t in s["tasks"]]
     if tasks_done and not any(t["execution_ok"] or t["passed"] for t in tasks_done):
@@ -447,24 +407,11 @@ def _verdict(bundle: dict) -> _Ending:
     return _Ending("complete")
 
 
-RESULT_KEYS = (
-    "overall_score",
-    "quality_score",
-    "speed_score",
-    "reliability_score",
-    "total_runtime_sec",
-    "benchmark_profile",
-    "coverage_score",
-    "comparable",
-    "status",
-)
-
-
 def _end(
-    bundle: dict,
+    bundle: Bundle,
     path: Path,
     ending: _Ending,
-    emit: Callable[[str, dict], None],
+    emit: Emit,
     finish: Callable[[], None],
 ) -> RunOutcome:
     """The one finish step: status and error into the bundle, the last write, then the
@@ -475,30 +422,47 @@ def _end(
     finish()
     where = str(path)
     if ending.status == "complete":
-        emit(
-            "run_completed",
-            {key: bundle[key] for key in RESULT_KEYS} | {"path": where, "run_id": bundle["run_id"]},
-        )
+        emit(_completed(bundle, where))
         return RunOutcome(bundle, path, "complete")
     assert ending.error is not None
     if ending.error["kind"] == "cancelled":
         emit(
-            "cancelled", {"reason": ending.error["message"], "status": ending.status, "path": where}
+            Cancelled(
+                type="cancelled", reason=ending.error["message"], status=ending.status, path=where
+            )
         )
         return RunOutcome(bundle, path, "cancelled")
     emit(
-        "run_failed",
-        {
-            "error": ending.error["message"],
-            "exception_class": ending.exception_class,
-            "status": ending.status,
-            "path": where,
-        },
+        RunFailed(
+            type="run_failed",
+            error=ending.error["message"],
+            exception_class=ending.exception_class,
+            status=ending.status,
+            path=where,
+        )
     )
     return RunOutcome(bundle, path, ending.status)
 
 
-def _run_one(suite: Suite, task: dict, ctx: RunContext) -> dict:
+def _completed(bundle: Bundle, where: str) -> RunCompleted:
+    """The run_completed event: the bundle's results, where it is, and its id."""
+    return RunCompleted(
+        type="run_completed",
+        overall_score=bundle["overall_score"],
+        quality_score=bundle["quality_score"],
+        speed_score=bundle["speed_score"],
+        reliability_score=bundle["reliability_score"],
+        total_runtime_sec=bundle["total_runtime_sec"],
+        benchmark_profile=bundle["benchmark_profile"],
+        coverage_score=bundle["coverage_score"],
+        comparable=bundle["comparable"],
+        status=bundle["status"],
+        path=where,
+        run_id=bundle["run_id"],
+    )
+
+
+def _run_one(suite: Suite, task: dict[str, Any], ctx: RunContext) -> TaskRecord:
     """Run a task; a bug in suite code becomes a task error instead of ending the run."""
     from .suites.base import task_record
 

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -105,7 +106,7 @@ class PowerMonitor:
     expected_devices: int
     server_pids: Callable[[], set[int]] | None = None
     interval: float = INTERVAL_S
-    nvml: object | None = None
+    nvml: Any = None  # pynvml, or a stand-in with its calls (tests)
     clock: Callable[[], float] = time.monotonic
     samples: list[PowerSample] = field(default_factory=list)
     peak_vram_mib: dict[int, float] = field(default_factory=dict)
@@ -120,12 +121,9 @@ class PowerMonitor:
         try:
             if self.nvml is None:
                 self.nvml = importlib.import_module("pynvml")
-            self.nvml.nvmlInit()  # type: ignore[attr-defined]
-            count = self.nvml.nvmlDeviceGetCount()  # type: ignore[attr-defined]
-            self._handles = [
-                self.nvml.nvmlDeviceGetHandleByIndex(i)  # type: ignore[attr-defined]
-                for i in range(count)
-            ]
+            self.nvml.nvmlInit()
+            count = self.nvml.nvmlDeviceGetCount()
+            self._handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         except Exception as exc:  # ImportError, or an NVMLError of whatever driver is there
             self.note = f"not measured: NVML is not available ({type(exc).__name__}: {exc})"
             self.nvml, self._handles = None, []
@@ -135,8 +133,8 @@ class PowerMonitor:
         watts: list[float | None] = []
         for index, handle in enumerate(self._handles):
             try:
-                watts.append(self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)  # type: ignore[union-attr]
-                used = self.nvml.nvmlDeviceGetMemoryInfo(handle).used / _MIB  # type: ignore[union-attr]
+                watts.append(self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+                used = self.nvml.nvmlDeviceGetMemoryInfo(handle).used / _MIB
                 self.peak_vram_mib[index] = max(self.peak_vram_mib.get(index, 0.0), used)
             except Exception:
                 watts.append(None)
@@ -177,7 +175,7 @@ class PowerMonitor:
             self.sample()
         if self.nvml is not None:
             with contextlib.suppress(Exception):
-                self.nvml.nvmlShutdown()  # type: ignore[attr-defined]
+                self.nvml.nvmlShutdown()
 
     def energy(self, start: float, end: float) -> Energy:
         if not self._handles:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict
 
 BENCHMARK_ID = "benchloop"
 # Our task set is new (original prompts), so it gets its own benchmark version; the score schema
@@ -57,7 +58,7 @@ def is_speed_only(suites: Iterable[str], *, speed_suite: str = "speed") -> bool:
 
 
 def quality_weights(
-    profile: dict,
+    profile: Mapping[str, Any],
     suites_present: list[str],
     *,
     speed_suite: str = "speed",
@@ -85,13 +86,22 @@ def quality_weights(
     return {s: w / total for s, w in raw.items()} if total > 0 else {}
 
 
+class Scores(TypedDict):
+    """The bundle's run-level score fields (value_score apart: it needs the decode rate)."""
+
+    overall_score: float | None
+    quality_score: float | None
+    speed_score: float
+    reliability_score: float
+
+
 def aggregate(
-    suites: dict[str, dict],
-    profile: dict,
+    suites: Mapping[str, Mapping[str, Any]],
+    profile: Mapping[str, Any],
     *,
     speed_suite: str = "speed",
     fallback_weights: dict[str, float] | None = None,
-) -> dict:
+) -> Scores:
     """Run-level quality, speed, reliability and overall scores.
 
     Speed presence is the speed suite being in the run, not its score being above zero. A run
@@ -105,12 +115,12 @@ def aggregate(
     reliability = (
         100.0 * sum(1 for t in tasks if t.get("execution_ok")) / len(tasks) if tasks else 0.0
     )
-    scores: dict[str, float | None] = {
-        "overall_score": None,
-        "quality_score": None,
-        "speed_score": round(speed, 2),
-        "reliability_score": round(reliability, 2),
-    }
+    scores = Scores(
+        overall_score=None,
+        quality_score=None,
+        speed_score=round(speed, 2),
+        reliability_score=round(reliability, 2),
+    )
     if is_speed_only(suites, speed_suite=speed_suite):
         return scores
     weights = quality_weights(
@@ -121,7 +131,8 @@ def aggregate(
         overall = 0.70 * quality + 0.25 * speed + 0.05 * reliability
     else:
         overall = 0.90 * quality + 0.10 * reliability
-    scores.update(overall_score=round(overall, 2), quality_score=round(quality, 2))
+    scores["overall_score"] = round(overall, 2)
+    scores["quality_score"] = round(quality, 2)
     return scores
 
 
@@ -136,7 +147,10 @@ def value_score(
 
 
 def manifest_hash(
-    *, requested_profile: str, selected_suites: list[str], tasks: dict[str, list[dict]]
+    *,
+    requested_profile: str,
+    selected_suites: list[str],
+    tasks: Mapping[str, list[dict[str, Any]]],
 ) -> str:
     """sha256 over the canonical JSON of what defines the benchmark (tasks after overrides)."""
     manifest = {

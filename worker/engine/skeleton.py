@@ -9,8 +9,18 @@ import time
 import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
+from ..contract import (
+    Bundle,
+    BundleError,
+    Comparability,
+    EngineInfo,
+    Hardware,
+    Launch,
+    Machine,
+    SuiteRecord,
+)
 from . import ENGINE_NAME, __version__
 from .bundle import BUNDLE_SCHEMA_VERSION, new_run_id
 from .comparability import IN_PROGRESS, assess, coverage_of
@@ -33,27 +43,41 @@ if TYPE_CHECKING:
     from .orchestrator import PreparedRun
 
 
-def _machine_block(prep: PreparedRun, hw: dict, home: Path) -> dict:
+def _machine_block(prep: PreparedRun, hw: Hardware, home: Path) -> Machine:
     gpu, vram = gpu_summary(hw)
     same = prep.locality.same_machine
-    return {
-        "machine_id": machine_id(home),
-        "cpu": hw.get("cpu_model", ""),
-        "gpu": gpu,
-        "gpu_memory_gb": vram,
-        "system_memory_gb": float(hw.get("ram_gb") or 0.0),
-        "os": hw.get("os", "") if same else "remote",
-        "backend": prep.info.kind,
-        "is_remote": not same,
-        "remote_host": "" if same else prep.locality.host,
-        "endpoint": prep.transport.base_url,
-        "hardware_label": hw.get("label", ""),
-    }
+    return Machine(
+        machine_id=machine_id(home),
+        cpu=hw["cpu_model"],
+        gpu=gpu,
+        gpu_memory_gb=vram,
+        system_memory_gb=float(hw["ram_gb"] or 0.0),
+        os=hw["os"] if same else "remote",
+        backend=prep.info.kind,
+        is_remote=not same,
+        remote_host="" if same else prep.locality.host,
+        endpoint=prep.transport.base_url,
+        hardware_label=hw["label"],
+    )
 
 
-def skeleton(prep: PreparedRun, started: datetime) -> dict:
+def _launch(prep: PreparedRun) -> Launch:
+    """What the server reports wins; the command line fills in what it does not report."""
+    launch = Launch(**prep.info.launch)
+    meta = prep.info.model_meta.get(prep.info.aliases.get(prep.model, prep.model), {})
+    if meta.get("context_length") and "context_length" not in launch:
+        launch["context_length"] = meta["context_length"]
+    merged = dict(launch)
+    for key, value in prep.stack.launch.items():
+        merged.setdefault(key, value)
+    # Both parts are Launch blocks, so their union is one too (mypy cannot follow the loop).
+    return cast(Launch, merged)
+
+
+def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
+    """The bundle before the first task: every field present, scores empty, status
+    incomplete (a run broken off at any point leaves a valid bundle)."""
     config = prep.config
-    home = config.home or benchloop_home()
     hw = detect_hardware(
         attributed=prep.locality.same_machine,
         label=config.hardware_label,
@@ -63,67 +87,61 @@ def skeleton(prep: PreparedRun, started: datetime) -> dict:
     client_run_id = uuid.uuid4().hex
     provider_name = "ollama" if prep.provider.api == "ollama" else "openai_compat"
     selected = [s.name for s in prep.suites]
-    launch = dict(prep.info.launch)
-    meta = prep.info.model_meta.get(prep.info.aliases.get(prep.model, prep.model), {})
-    if meta.get("context_length") and "context_length" not in launch:
-        launch["context_length"] = meta["context_length"]
-    # What the server reports wins; the command line fills in what it does not report.
-    for key, value in prep.stack.launch.items():
-        launch.setdefault(key, value)
-    return {
-        "bundle_schema_version": BUNDLE_SCHEMA_VERSION,
-        "version": __version__,
-        "benchmark_id": BENCHMARK_ID,
-        "benchmark_version": BENCHMARK_VERSION,
-        "benchmark_profile": prep.benchmark_profile,
-        "requested_profile": prep.profile_name,
-        "manifest_hash": manifest_hash(
+    scoring_mode: Literal["local", "remote"] = "local" if prep.locality.scoring_local else "remote"
+    return Bundle(
+        bundle_schema_version=BUNDLE_SCHEMA_VERSION,
+        version=__version__,
+        benchmark_id=BENCHMARK_ID,
+        benchmark_version=BENCHMARK_VERSION,
+        benchmark_profile=prep.benchmark_profile,
+        requested_profile=prep.profile_name,
+        manifest_hash=manifest_hash(
             requested_profile=prep.profile_name, selected_suites=selected, tasks=prep.tasks
         ),
-        "score_schema_version": SCORE_SCHEMA_VERSION,
-        "coverage_score": 0.0,
-        "comparable": False,
-        "comparability": _comparability(prep, "incomplete", None, {}),
-        "contention": unmeasured(
+        score_schema_version=SCORE_SCHEMA_VERSION,
+        coverage_score=0.0,
+        comparable=False,
+        comparability=_comparability(prep, "incomplete", None, {}),
+        contention=unmeasured(
             IN_PROGRESS if prep.locality.same_machine else "the server runs on another machine"
         ),
-        "run_id": new_run_id(
+        run_id=new_run_id(
             prep.model,
             local=prep.locality.scoring_local,
             provider=provider_name,
             client_run_id=client_run_id,
             when=started,
         ),
-        "client_run_id": client_run_id,
-        "status": "incomplete",
-        "timestamp": started.isoformat(),
-        "finished_at": None,
-        "error": None,
-        "model": describe_model(prep.info, prep.model) | prep.stack.model,
-        "machine": _machine_block(prep, hw, home),
-        "hardware": hw,
-        "engine": {
-            "name": prep.info.engine.get("name", prep.info.kind),
-            "version": str(prep.info.engine.get("version", "")),
-            "kind": prep.info.kind,
-            "client": f"{ENGINE_NAME}/{__version__}",
-        },
-        "launch": launch,
-        "provider": provider_name,
-        "harness": prep.config.harness,
-        "harness_version": HARNESS_VERSION,
-        "is_remote": not prep.locality.scoring_local,
-        "scoring_mode": "local" if prep.locality.scoring_local else "remote",
-        "scoring_reason": prep.locality.reason,
-        "total_runtime_sec": 0.0,
-        "overall_score": None,
-        "quality_score": None,
-        "speed_score": 0.0,
-        "reliability_score": 0.0,
-        "value_score": None,
-        "speed_metrics": speed_metrics_v3([]),
-        "speed_summary": speed_summary([]),
-        "settings": {
+        client_run_id=client_run_id,
+        status="incomplete",
+        timestamp=started.isoformat(),
+        finished_at=None,
+        error=None,
+        model={**describe_model(prep.info, prep.model), **prep.stack.model},
+        machine=_machine_block(prep, hw, config.home or benchloop_home()),
+        hardware=hw,
+        engine=EngineInfo(
+            name=prep.info.engine.get("name", prep.info.kind),
+            version=str(prep.info.engine.get("version", "")),
+            kind=prep.info.kind,
+            client=f"{ENGINE_NAME}/{__version__}",
+        ),
+        launch=_launch(prep),
+        provider=provider_name,
+        harness=prep.config.harness,
+        harness_version=HARNESS_VERSION,
+        is_remote=not prep.locality.scoring_local,
+        scoring_mode=scoring_mode,
+        scoring_reason=prep.locality.reason,
+        total_runtime_sec=0.0,
+        overall_score=None,
+        quality_score=None,
+        speed_score=0.0,
+        reliability_score=0.0,
+        value_score=None,
+        speed_metrics=speed_metrics_v3([]),
+        speed_summary=speed_summary([]),
+        settings={
             "trials": prep.config.trials,
             "harness": prep.config.harness,
             "max_tokens_cap": prep.config.max_tokens,
@@ -132,15 +150,17 @@ def skeleton(prep: PreparedRun, started: datetime) -> dict:
             "task_filter": prep.config.tasks or [],
             "ignore_eos": prep.info.supports_ignore_eos,
         },
-        "suites": {},
-    }
+        suites={},
+    )
 
 
-def refresh_scores(bundle: dict, prep: PreparedRun, started_clock: float) -> None:
+def refresh_scores(bundle: Bundle, prep: PreparedRun, started_clock: float) -> None:
+    """Scores, speed figures and comparability from the suites run so far."""
     suites = bundle["suites"]
     scores = aggregate(suites, prep.profile)
     bundle.update(scores)
-    trials = measured_trials(suites.get("speed", {}).get("tasks", []))
+    speed = suites.get("speed")
+    trials = measured_trials(speed["tasks"] if speed is not None else [])
     bundle["speed_metrics"] = speed_metrics_v3(trials)
     bundle["speed_summary"] = speed_summary(trials)
     decode = bundle["speed_summary"]["decode_tps"]["median"]
@@ -154,7 +174,9 @@ def refresh_scores(bundle: dict, prep: PreparedRun, started_clock: float) -> Non
     bundle["total_runtime_sec"] = round(time.perf_counter() - started_clock, 3)
 
 
-def _comparability(prep: PreparedRun, status: str, error: dict | None, suites: dict) -> dict:
+def _comparability(
+    prep: PreparedRun, status: str, error: BundleError | None, suites: dict[str, SuiteRecord]
+) -> Comparability:
     """The `comparability` block for the bundle's state now (assess() says what counts)."""
     context = prep.info.launch.get("context_length") or prep.stack.launch.get("context_length")
     return assess(

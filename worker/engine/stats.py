@@ -10,20 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TypedDict
 
-SUMMARY_KEYS = (
-    "n",
-    "median",
-    "mean",
-    "stdev",
-    "p5",
-    "p95",
-    "p99",
-    "ci95_low",
-    "ci95_high",
-    "ci95_coverage",
-    "peak",
-)
+from ..contract import Summary
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -106,7 +95,11 @@ def t_ppf(q: float, df: float) -> float:
     return (lo + hi) / 2
 
 
-def summarize(values: Iterable[float | None], *, higher_is_better: bool = True) -> dict:
+def _round4(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def summarize(values: Iterable[float | None], *, higher_is_better: bool = True) -> Summary:
     """Summary of a sample: median with its 95% interval, mean, sample stdev, p5/p95/p99, peak.
 
     ``median``, ``ci95_low`` and ``ci95_high`` come from ``median_interval``: null below
@@ -117,22 +110,33 @@ def summarize(values: Iterable[float | None], *, higher_is_better: bool = True) 
     clean = sorted(float(v) for v in values if v is not None and math.isfinite(v))
     n = len(clean)
     if n == 0:
-        return {key: (0 if key == "n" else None) for key in SUMMARY_KEYS}
+        return Summary(
+            n=0,
+            median=None,
+            mean=None,
+            stdev=None,
+            p5=None,
+            p95=None,
+            p99=None,
+            ci95_low=None,
+            ci95_high=None,
+            ci95_coverage=None,
+            peak=None,
+        )
     interval = median_interval(clean)
-    out = {
-        "n": n,
-        "median": interval["median"],
-        "mean": mean(clean),
-        "stdev": stdev(clean),
-        "p5": percentile(clean, 0.05),
-        "p95": percentile(clean, 0.95),
-        "p99": percentile(clean, 0.99),
-        "ci95_low": interval["low"],
-        "ci95_high": interval["high"],
-        "ci95_coverage": interval["coverage"],
-        "peak": clean[-1] if higher_is_better else clean[0],
-    }
-    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+    return Summary(
+        n=n,
+        median=_round4(interval["median"]),
+        mean=_round4(mean(clean)),
+        stdev=_round4(stdev(clean)),
+        p5=_round4(percentile(clean, 0.05)),
+        p95=_round4(percentile(clean, 0.95)),
+        p99=_round4(percentile(clean, 0.99)),
+        ci95_low=_round4(interval["low"]),
+        ci95_high=_round4(interval["high"]),
+        ci95_coverage=_round4(interval["coverage"]),
+        peak=_round4(clean[-1] if higher_is_better else clean[0]),
+    )
 
 
 def two_sided_p(t: float, df: float) -> float:
@@ -142,9 +146,15 @@ def two_sided_p(t: float, df: float) -> float:
     return betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
+class Welch(TypedDict):
+    t: float
+    df: float
+    p_value: float
+
+
 def welch(
     mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float, n_b: int
-) -> dict | None:
+) -> Welch | None:
     """Welch's unequal-variance t-test of B against A, two-sided, from each side's mean,
     sample standard deviation and count (a page may hold only summaries); ``None`` with under
     two values a side. The one Welch test: the CLI, the engine and the site's pages call it."""
@@ -153,31 +163,39 @@ def welch(
     var_a, var_b = sd_a**2 / n_a, sd_b**2 / n_b
     if var_a + var_b == 0:
         same = mean_a == mean_b
-        return {"t": 0.0 if same else math.inf, "df": n_a + n_b - 2, "p_value": float(same)}
+        return Welch(t=0.0 if same else math.inf, df=n_a + n_b - 2, p_value=float(same))
     t = (mean_b - mean_a) / math.sqrt(var_a + var_b)
     df = (var_a + var_b) ** 2 / (
         (var_a**2 / (n_a - 1) if var_a else 0.0) + (var_b**2 / (n_b - 1) if var_b else 0.0)
     )
-    return {"t": t, "df": df, "p_value": two_sided_p(t, df)}
+    return Welch(t=t, df=df, p_value=two_sided_p(t, df))
 
 
-def welch_test(a: Sequence[float], b: Sequence[float]) -> dict | None:
+def welch_test(a: Sequence[float], b: Sequence[float]) -> Welch | None:
     """``welch`` on two samples, rounded for a bundle or the CLI."""
     found = welch(mean(a), stdev(a), len(a), mean(b), stdev(b), len(b)) if a and b else None
     if found is None:
         return None
-    return {
-        "t": round(found["t"], 4),
-        "df": round(found["df"], 2),
-        "p_value": round(max(found["p_value"], 0.0), 6),
-    }
+    return Welch(
+        t=round(found["t"], 4),
+        df=round(found["df"], 2),
+        p_value=round(max(found["p_value"], 0.0), 6),
+    )
 
 
 # A median (and its interval) needs at least this many values; below it pages say "n too small".
 MIN_MEDIAN_N = 3
 
 
-def median_interval(values: Iterable[float | None], level: float = 0.95) -> dict:
+class MedianInterval(TypedDict):
+    n: int
+    median: float | None
+    low: float | None
+    high: float | None
+    coverage: float | None
+
+
+def median_interval(values: Iterable[float | None], level: float = 0.95) -> MedianInterval:
     """The median of at least MIN_MEDIAN_N values with a distribution-free interval for it.
 
     The interval runs between two order statistics of the sample (the sign-test interval), so
@@ -188,7 +206,7 @@ def median_interval(values: Iterable[float | None], level: float = 0.95) -> dict
     clean = sorted(float(v) for v in values if v is not None and math.isfinite(v))
     n = len(clean)
     if n < MIN_MEDIAN_N:
-        return {"n": n, "median": None, "low": None, "high": None, "coverage": None}
+        return MedianInterval(n=n, median=None, low=None, high=None, coverage=None)
 
     # The interval [x(j), x(n-1-j)] (0-based) misses the median with probability
     # 2·P(Bin(n, 1/2) <= j): take the widest j whose miss stays within 1 - level, else min-max.
@@ -205,18 +223,34 @@ def median_interval(values: Iterable[float | None], level: float = 0.95) -> dict
         tail += term
         j += 1
     k, miss = j, 2 * tail / total
-    return {
-        "n": n,
-        "median": percentile(clean, 0.5),
-        "low": clean[k],
-        "high": clean[n - 1 - k],
-        "coverage": round(1 - miss, 4),
-    }
+    return MedianInterval(
+        n=n,
+        median=percentile(clean, 0.5),
+        low=clean[k],
+        high=clean[n - 1 - k],
+        coverage=round(1 - miss, 4),
+    )
+
+
+class RatioTest(TypedDict):
+    """B ÷ A with its interval and p-value (None without a pair to test), the pairs used, and
+    the values on each side."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+    p_value: float | None
+    df: float | None
+    groups: int
+    n_a: int
+    n_b: int
 
 
 def ratio_test(
-    a_groups: Sequence[Sequence[float]], b_groups: Sequence[Sequence[float]], level: float = 0.95
-) -> dict | None:
+    a_groups: Sequence[Sequence[float | None]],
+    b_groups: Sequence[Sequence[float | None]],
+    level: float = 0.95,
+) -> RatioTest | None:
     """B ÷ A for a positive quantity measured in matching groups (one task in both runs).
 
     Each pair of groups gives the difference of its mean logs, and the pairs count equally, so
@@ -239,22 +273,23 @@ def ratio_test(
     used = testable or pairs
     k = len(used)
     diff = math.fsum(mean(lb) - mean(la) for la, lb in used) / k
-    out = {
-        "ratio": round(math.exp(diff), 4),
-        "low": None,
-        "high": None,
-        "p_value": None,
-        "df": None,
-        "groups": k,
-        "n_a": sum(len(la) for la, _ in used),
-        "n_b": sum(len(lb) for _, lb in used),
-    }
+    out = RatioTest(
+        ratio=round(math.exp(diff), 4),
+        low=None,
+        high=None,
+        p_value=None,
+        df=None,
+        groups=k,
+        n_a=sum(len(la) for la, _ in used),
+        n_b=sum(len(lb) for _, lb in used),
+    )
     if not testable:
         return out
     parts = [stdev(side) ** 2 / len(side) for la, lb in used for side in (la, lb)]
     var = math.fsum(parts) / k**2
     if var == 0:
-        out.update(low=out["ratio"], high=out["ratio"], p_value=1.0 if diff == 0 else 0.0)
+        out["low"] = out["high"] = out["ratio"]
+        out["p_value"] = 1.0 if diff == 0 else 0.0
         out["df"] = float(sum(len(la) + len(lb) - 2 for la, lb in used))
         return out
     sides = [side for la, lb in used for side in (la, lb)]
@@ -265,10 +300,8 @@ def ratio_test(
     half = t_ppf(0.5 + level / 2, df) * se
     t = diff / se
     p = 2.0 * (1.0 - t_cdf(abs(t), df))
-    out.update(
-        low=round(math.exp(diff - half), 4),
-        high=round(math.exp(diff + half), 4),
-        p_value=round(max(p, 0.0), 6),
-        df=round(df, 2),
-    )
+    out["low"] = round(math.exp(diff - half), 4)
+    out["high"] = round(math.exp(diff + half), 4)
+    out["p_value"] = round(max(p, 0.0), 6)
+    out["df"] = round(df, 2)
     return out

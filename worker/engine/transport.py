@@ -182,8 +182,13 @@ class Transport:
         check: bool = True,
     ) -> httpx.Response:
         """Send a request and read the whole body; errors are mapped to engine errors."""
-        extra = {"timeout": timeout} if timeout is not None else {}
-        request = self.client.build_request(method, path, json=json, **extra)
+        # httpx's own default (the client's timeout) stands when none is given.
+        request = self.client.build_request(
+            method,
+            path,
+            json=json,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+        )
         sent = self._send(request)
         try:
             sent.response.read()

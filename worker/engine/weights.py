@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ..contract import Weights
 from .paths import benchloop_home
 
 CACHE_FILE = "weights-sha256.json"
@@ -95,7 +96,7 @@ def gguf_identity(
     *,
     home: Path | None = None,
     on_hashing: Callable[[Path, int], None] | None = None,
-) -> dict:
+) -> Weights:
     """The model block's weight keys for the first candidate path that is a local GGUF file.
 
     Candidates come from the user (``--model-file``), the server's `/props` ``model_path``, its
@@ -111,23 +112,23 @@ def gguf_identity(
             digest = file_sha256(path, home=home, on_hashing=on_hashing)
         except OSError:
             continue
-        return {
-            "sha256": digest["sha256"],
-            "sha256_source": "gguf-file",
-            "file": path.name,
-            "file_size_bytes": digest["size_bytes"],
-        }
-    return {}
+        return Weights(
+            sha256=digest["sha256"],
+            sha256_source="gguf-file",
+            file=path.name,
+            file_size_bytes=digest["size_bytes"],
+        )
+    return Weights()
 
 
-def ollama_identity(digest: str | None, show: dict | None) -> dict:
+def ollama_identity(digest: str | None, show: dict | None) -> Weights:
     """Ollama's manifest digest (`/api/tags`) and its weights blob's sha256 (`/api/show`).
 
     The blob is the GGUF itself, stored under its own sha256, so ``sha256`` means the same thing
     as for a file hashed here; ``ollama_digest`` names the whole model (weights, template,
     parameters) as Ollama lists it.
     """
-    out: dict = {}
+    out = Weights()
     digest = str(digest or "").lower().removeprefix("sha256:")
     if _HEX64.fullmatch(digest):
         out["ollama_digest"] = digest

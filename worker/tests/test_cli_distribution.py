@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,27 @@ SITE_ONLY = {"django", "djangorestframework", "celery", "psycopg", "psycopg-bina
 SITE_ONLY |= {"waitress", "whitenoise", "redis", "pillow", "jsonschema-rs", "kombu"}
 
 
+def _packages() -> list[str]:
+    """The top-level packages the distribution ships (pyproject's packages.find)."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return [pattern.rstrip("*") for pattern in setuptools["packages"]["find"]["include"]]
+
+
 def _source_copy(target: Path) -> Path:
     """What a checkout holds for the build, without tests or caches (so pip builds nothing in
     the working tree)."""
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, target / name)
     ignore = shutil.ignore_patterns("__pycache__", "tests", "*.pyc")
-    for package in ("worker", "core", "lab", "runs", "submissions", "leaderboard", "benchloop_site"):
+    for package in (
+        "worker",
+        "core",
+        "lab",
+        "runs",
+        "submissions",
+        "leaderboard",
+        "benchloop_site",
+    ):
         shutil.copytree(REPO / package, target / package, ignore=ignore)
     return target
 

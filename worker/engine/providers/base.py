@@ -127,7 +127,8 @@ class ThinkSplitter:
         """Add a piece; return the (answer, reasoning) text it released."""
         buf = self._pending + text
         self._pending = ""
-        out_content, out_reason = [], []
+        out_content: list[str] = []
+        out_reason: list[str] = []
         while buf:
             tag = self.CLOSE if self.in_think else self.OPEN
             idx = buf.find(tag)

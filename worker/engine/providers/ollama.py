@@ -43,7 +43,8 @@ class OllamaProvider:
             models = response.json().get("models") or []
         except (ValueError, AttributeError) as exc:
             raise ProtocolError("/api/tags did not return an Ollama model list") from exc
-        return [m.get("name") or m.get("model") for m in models if isinstance(m, dict)]
+        names = (m.get("name") or m.get("model") for m in models if isinstance(m, dict))
+        return [str(name) for name in names if name]
 
     def _body(self, request: ChatRequest, *, stream: bool) -> dict:
         options: dict = {}

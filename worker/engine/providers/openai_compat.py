@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -100,19 +101,13 @@ class OpenAIProvider:
     ) -> ChatResponse:
         """Streamed request with a clock reading for every SSE event that carries output."""
         body = self._body(request, stream=True)
-        result = ChatResponse(streamed=True)
-        timing = StreamTiming()
-        splitter = ThinkSplitter()
-        reasoning_parts: list[str] = []
-        calls: dict[int, dict] = {}
-        usage = timings = None
-        token_chunks = 0
+        stream = _Stream(on_chunk)
         saw_done = False
         with self.transport.stream(
             "POST", "/v1/chat/completions", json=body, model=self.model
         ) as sent:
-            t_sent = sent.t_sent
-            timing.retried = sent.retried
+            stream.t_sent = sent.t_sent
+            stream.timing.retried = sent.retried
             try:
                 for line in sent.response.iter_lines():
                     now = time.perf_counter()
@@ -122,67 +117,97 @@ class OpenAIProvider:
                     if payload == "[DONE]":
                         saw_done = True
                         break
-                    timing.event_count += 1
+                    stream.timing.event_count += 1
                     try:
                         event = json.loads(payload)
                     except ValueError as exc:
                         raise ProtocolError(f"unparseable SSE event: {payload[:80]!r}") from exc
                     if isinstance(event.get("error"), dict | str):
                         _raise_stream_error(event["error"], self.model)
-                    usage = event.get("usage") or usage
-                    timings = event.get("timings") or timings
-                    result.model = event.get("model") or result.model
-                    produced = content_now = False
-                    for choice in event.get("choices") or []:
-                        delta = choice.get("delta") or {}
-                        text = delta.get("content") or ""
-                        reason = delta.get("reasoning_content") or delta.get("reasoning") or ""
-                        if text:
-                            answer, think = splitter.feed(text)
-                            content_now = content_now or bool(answer)
-                            produced = True
-                        if reason:
-                            reasoning_parts.append(reason)
-                            produced = True
-                        for call in delta.get("tool_calls") or []:
-                            _merge_tool_delta(calls, call)
-                            produced = content_now = True
-                        if choice.get("finish_reason"):
-                            result.finish_reason = choice["finish_reason"]
-                    if produced:
-                        offset = (now - t_sent) * 1000
-                        token_chunks += 1
-                        timing.token_chunk_ms.append(round(offset, 3))
-                        if timing.first_token_ms is None:
-                            timing.first_token_ms = round(offset, 3)
-                        if content_now and timing.first_content_ms is None:
-                            timing.first_content_ms = round(offset, 3)
-                        timing.last_token_ms = round(offset, 3)
-                        if on_chunk is not None:
-                            on_chunk(token_chunks, now - t_sent)
+                    stream.take(event, now)
             except httpx.TimeoutException as exc:
                 raise RequestTimeout(
                     f"no data from the endpoint for {self.transport.timeout.read:.0f} s "
-                    f"after {token_chunks} chunks"
+                    f"after {stream.token_chunks} chunks"
                 ) from exc
             except httpx.HTTPError as exc:
                 raise StreamInterrupted(
-                    f"stream dropped after {token_chunks} output chunks "
+                    f"stream dropped after {stream.token_chunks} output chunks "
                     f"({map_transport_error(exc, during_stream=True).message})"
                 ) from exc
-            timing.done_ms = round((time.perf_counter() - t_sent) * 1000, 3)
-        if not saw_done and result.finish_reason is None:
-            raise StreamInterrupted(f"stream ended without a finish after {token_chunks} chunks")
-        content, think = splitter.finish()
+            stream.timing.done_ms = round((time.perf_counter() - stream.t_sent) * 1000, 3)
+        if not saw_done and stream.result.finish_reason is None:
+            raise StreamInterrupted(
+                f"stream ended without a finish after {stream.token_chunks} chunks"
+            )
+        return stream.response()
+
+
+@dataclass
+class _Stream:
+    """One streamed answer as its SSE events arrive: text, reasoning, tool calls, usage, and
+    the clock reading of every event that carried output."""
+
+    on_chunk: ChunkCallback | None
+    t_sent: float = 0.0
+    result: ChatResponse = field(default_factory=lambda: ChatResponse(streamed=True))
+    timing: StreamTiming = field(default_factory=StreamTiming)
+    splitter: ThinkSplitter = field(default_factory=ThinkSplitter)
+    reasoning_parts: list[str] = field(default_factory=list)
+    calls: dict[int, dict] = field(default_factory=dict)
+    usage: dict | None = None
+    timings: dict | None = None
+    token_chunks: int = 0
+
+    def take(self, event: dict, now: float) -> None:
+        self.usage = event.get("usage") or self.usage
+        self.timings = event.get("timings") or self.timings
+        self.result.model = event.get("model") or self.result.model
+        produced = content_now = False
+        for choice in event.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text = delta.get("content") or ""
+            reason = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            if text:
+                answer, _ = self.splitter.feed(text)
+                content_now = content_now or bool(answer)
+                produced = True
+            if reason:
+                self.reasoning_parts.append(reason)
+                produced = True
+            for call in delta.get("tool_calls") or []:
+                _merge_tool_delta(self.calls, call)
+                produced = content_now = True
+            if choice.get("finish_reason"):
+                self.result.finish_reason = choice["finish_reason"]
+        if produced:
+            self._produced(now, content_now)
+
+    def _produced(self, now: float, content_now: bool) -> None:
+        timing = self.timing
+        offset = round((now - self.t_sent) * 1000, 3)
+        self.token_chunks += 1
+        timing.token_chunk_ms.append(offset)
+        if timing.first_token_ms is None:
+            timing.first_token_ms = offset
+        if content_now and timing.first_content_ms is None:
+            timing.first_content_ms = offset
+        timing.last_token_ms = offset
+        if self.on_chunk is not None:
+            self.on_chunk(self.token_chunks, now - self.t_sent)
+
+    def response(self) -> ChatResponse:
+        result = self.result
+        content, think = self.splitter.finish()
         result.content = content
-        result.reasoning = "".join(reasoning_parts).strip() or think
-        if reasoning_parts and think:
+        result.reasoning = "".join(self.reasoning_parts).strip() or think
+        if self.reasoning_parts and think:
             result.reasoning = result.reasoning + "\n" + think
-        result.tool_calls = [_finish_tool_call(i, c) for i, c in sorted(calls.items())]
-        _apply_usage(result, usage)
-        result.server = _timings(timings)
-        result.timing = timing
-        result.wall_ms = timing.done_ms
+        result.tool_calls = [_finish_tool_call(i, c) for i, c in sorted(self.calls.items())]
+        _apply_usage(result, self.usage)
+        result.server = _timings(self.timings)
+        result.timing = self.timing
+        result.wall_ms = self.timing.done_ms
         return result
 
 

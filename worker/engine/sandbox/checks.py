@@ -82,11 +82,12 @@ def canonical(value: object) -> tuple:
             return (tag, value)
     if kind is bytes:
         return ("bytes", value)
-    if kind in (list, tuple):
+    # The exact types (not subclasses) were matched above; isinstance only tells mypy so.
+    if kind in (list, tuple) and isinstance(value, list | tuple):
         return (kind.__name__, tuple(canonical(item) for item in value))
-    if kind in (set, frozenset):
+    if kind in (set, frozenset) and isinstance(value, set | frozenset):
         return (kind.__name__, frozenset(canonical(item) for item in value))
-    if kind is dict:
+    if kind is dict and isinstance(value, dict):
         return ("dict", frozenset((canonical(k), canonical(v)) for k, v in value.items()))
     raise CheckSpecError(f"unsupported type in expect: {kind.__name__}")
 
@@ -212,8 +213,9 @@ def judge(check: Check, entry: dict | None) -> Outcome:
         names = entry["raised"]
         if check.raises is not None and isinstance(names, list) and check.raises in names:
             return Outcome(True)
-        message = entry.get("message") if isinstance(entry.get("message"), str) else ""
-        return Outcome(False, f"raised {_exception_name(names)}: {message[:NOTE_LIMIT]}")
+        message = entry.get("message")
+        text = message if isinstance(message, str) else ""
+        return Outcome(False, f"raised {_exception_name(names)}: {text[:NOTE_LIMIT]}")
     if "value" not in entry:
         return Outcome(False, "value not reported")
     try:
@@ -222,6 +224,7 @@ def judge(check: Check, entry: dict | None) -> Outcome:
         return Outcome(False, "malformed value")
     if check.raises is not None:
         return Outcome(False, f"returned {display(actual)} instead of raising")
+    assert check.expect is not None  # parse_check gives every check a raises or an expect
     if same(check.expect, actual, check.tolerance):
         return Outcome(True)
     return Outcome(False, f"got {display(actual)}")

@@ -134,7 +134,7 @@ def bwrap_prefix(bwrap: str, info: dict, features: frozenset[str]) -> list[str]:
     executable = os.path.realpath(info["executable"])
     args += ["--ro-bind", executable, executable]
     for key in ("stdlib", "platstdlib", "libpython"):
-        path = info.get(key) and os.path.realpath(info[key])
+        path = os.path.realpath(info[key]) if info.get(key) else ""
         if path and os.path.exists(path) and not _within(path, bound):
             args += ["--ro-bind", path, path]
             bound.append(path)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from typing import BinaryIO
 
 from . import isolation as iso
 from . import seccomp as filters
@@ -223,7 +224,7 @@ def _execute(
         workdir = folder / "work"  # the weak mode's working directory; bwrap has its own tmpfs
         workdir.mkdir()
         with contextlib.ExitStack() as stack:
-            files = {
+            files: dict[str, BinaryIO] = {
                 name: stack.enter_context((folder / name).open("w+b"))
                 for name in ("job", "stdout", "stderr", "report")
             }

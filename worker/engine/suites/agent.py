@@ -15,7 +15,9 @@ import json
 import operator
 import re
 import time
+from collections.abc import Callable
 
+from ...contract import TaskRecord
 from ..errors import EngineError
 from ..providers.base import ChatRequest, ChatResponse, ToolCall
 from .base import OUTPUT_LIMIT, RunContext, Suite, Verdict, task_record
@@ -26,7 +28,7 @@ WEATHER = {"tokyo": 22, "oslo": 3, "lima": 19, "nairobi": 24, "madrid": 17}
 STOCKS = {"ACME": 41.20, "BOLT": 37.85, "CRUX": 112.50}
 RATES = {("USD", "EUR"): 0.92, ("EUR", "USD"): 1.09, ("GBP", "EUR"): 1.17}
 ORDERS = {"A-553": {"status": "shipped", "carrier": "Parcelink", "eta": "2026-04-09"}}
-_OPS = {
+_OPS: dict[type[ast.AST], Callable[..., float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -157,7 +159,7 @@ def score_transcript(task: dict, calls: list[ToolCall], final: str, completed: b
 class AgentSuite(Suite):
     """Runs each task as a tool loop of up to ``validation.max_turns`` model calls."""
 
-    def run_task(self, task: dict, ctx: RunContext) -> dict:
+    def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         config = task.get("config", {})
         allowed = {t["function"]["name"] for t in config.get("tools", [])}
         max_turns = task["validation"].get("max_turns", 5)

@@ -12,13 +12,15 @@ import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from ...contract import RunEvent, TaskRecord
 from ..errors import EngineError
 from ..providers.base import ChatRequest, ChatResponse, Provider
 
 OUTPUT_LIMIT = 500
 
-EmitFn = Callable[[str, dict], None]
+EmitFn = Callable[[RunEvent], None]
 
 
 class RunCancelled(Exception):
@@ -45,7 +47,7 @@ class RunContext:
     trials: int = 5
     scoring_local: bool = True
     max_tokens_cap: int | None = None
-    emit: EmitFn = lambda event, payload: None
+    emit: EmitFn = lambda event: None
     should_stop: Callable[[], bool] = lambda: False
     suite_metadata: dict = field(default_factory=dict)
 
@@ -61,23 +63,26 @@ def load_object(path: str) -> object:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def task_record(task: dict, suite: str, **fields) -> dict:
-    """A v3-shaped task result with every key present."""
-    record = {
-        "task_id": task["id"],
-        "suite": suite,
-        "passed": False,
-        "score": 0.0,
-        "latency_ms": 0.0,
-        "tokens_generated": 0,
-        "tokens_prompt": 0,
-        "error": "",
-        "output": "",
-        "execution_ok": False,
-        "finish_reason": None,
-        "metadata": {},
-    }
-    record.update(fields)
+def task_record(task: dict, suite: str, **fields: Any) -> TaskRecord:
+    """A v3-shaped task result with every key present; ``fields`` are TaskRecord keys."""
+    record = TaskRecord(
+        task_id=task["id"],
+        suite=suite,
+        passed=False,
+        score=0.0,
+        latency_ms=0.0,
+        tokens_generated=0,
+        tokens_prompt=0,
+        error="",
+        output="",
+        execution_ok=False,
+        finish_reason=None,
+        metadata={},
+    )
+    unknown = set(fields) - set(TaskRecord.__annotations__)
+    if unknown:
+        raise TypeError(f"not task record fields: {sorted(unknown)}")
+    record.update(fields)  # type: ignore[typeddict-item]  # keys checked above, values by tests
     return record
 
 
@@ -110,7 +115,7 @@ class Suite:
     def prepare(self, ctx: RunContext) -> None:
         """Called once before the suite's first task (speed calibrates its prompts here)."""
 
-    def run_task(self, task: dict, ctx: RunContext) -> dict:
+    def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         """Send the task once and let the verifier score the answer."""
         config = task.get("config", {})
         request = ChatRequest(
@@ -160,6 +165,6 @@ class Suite:
             },
         )
 
-    def score(self, records: list[dict]) -> float:
+    def score(self, records: list[TaskRecord]) -> float:
         """Suite score: the mean task score."""
         return round(sum(r["score"] for r in records) / len(records), 2) if records else 0.0

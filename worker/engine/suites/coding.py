@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from ...contract import TaskRecord
 from ..providers.base import ChatResponse
 from ..sandbox import (
     OPT_IN_ENV,
@@ -53,7 +54,7 @@ def run_hidden_tests(code: str, specs: list[dict]) -> tuple[float, dict]:
         return 0.0, {**sandbox, "reason": reason, "violations": violations}
     checks = parse_checks(specs)
     result = run_python(code, checks=checks, limits=LIMITS)
-    details = {
+    details: dict[str, object] = {
         "sandbox_status": result.status,
         "sandbox": result.isolation,
         "stderr": result.stderr[-500:],
@@ -85,7 +86,7 @@ class CodingSuite(Suite):
                 except CheckSpecError as exc:
                     raise SuiteDataError(f"{self.name}: {task['id']} check {index}: {exc}") from exc
 
-    def run_task(self, task: dict, ctx: RunContext) -> dict:
+    def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         cage = current_isolation()
         if not cage.usable:
             # Refused before the model is asked: no inference is spent on an answer that

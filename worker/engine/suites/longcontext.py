@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ...contract import TaskRecord
 from ..providers.base import ChatResponse
 from .base import RunContext, Suite, Verdict
 from .common import finish
@@ -93,7 +94,7 @@ class LongContextSuite(Suite):
             out.append({**task, "messages": messages})
         return out
 
-    def run_task(self, task: dict, ctx: RunContext) -> dict:
+    def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         record = super().run_task(task, ctx)
         # Kept so a prompt the server cut short shows (worker.engine.comparability.task_state).
         record["metadata"] = {
@@ -112,7 +113,7 @@ class LongContextSuite(Suite):
             record["execution_ok"] = True
         return record
 
-    def score(self, records: list[dict]) -> float:
+    def score(self, records: list[TaskRecord]) -> float:
         """Mean over the tasks that were not skipped."""
         ran = [r for r in records if not r.get("metadata", {}).get("skipped")]
         return round(sum(r["score"] for r in ran) / len(ran), 2) if ran else 0.0

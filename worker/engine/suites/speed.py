@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from ...contract import TaskProgress, TaskRecord, TrialCompleted
 from ..errors import EngineError
 from ..metrics import request_metrics
 from ..providers.base import ChatRequest
@@ -35,7 +37,7 @@ class SpeedSuite(Suite):
         """
         instruction = self.tasks[0]["speed"]["instruction"]
         warmups = []
-        counts = []
+        counts: list[int | None] = []
         for words in (0, CALIBRATION_WORDS):
             nonce = new_nonce()
             request = ChatRequest(
@@ -61,12 +63,12 @@ class SpeedSuite(Suite):
                 }
             )
         base, full = counts
-        calibrated = bool(base and full and full > base)
+        calibrated = base is not None and full is not None and 0 < base < full
         ctx.suite_metadata["calibration"] = {
             "calibrated": calibrated,
             "base_tokens": base if calibrated else FALLBACK_BASE_TOKENS,
             "tokens_per_word": round((full - base) / CALIBRATION_WORDS, 4)
-            if calibrated
+            if base is not None and full is not None and calibrated
             else FALLBACK_TOKENS_PER_WORD,
             "reference_instruction_words": len(instruction.split()),
         }
@@ -85,7 +87,7 @@ class SpeedSuite(Suite):
         base = calib["base_tokens"] + extra_words * per_word
         return max(0, round((task["speed"]["prompt_tokens"] - base) / per_word))
 
-    def run_task(self, task: dict, ctx: RunContext) -> dict:
+    def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         speed, config = task["speed"], task.get("config", {})
         target = speed["prompt_tokens"]
         n_words = self._filler_words(task, ctx)
@@ -119,8 +121,13 @@ class SpeedSuite(Suite):
                     }
                 )
                 ctx.emit(
-                    "trial_completed",
-                    {"suite": self.name, "task_id": task["id"], "trial": index, "ok": False},
+                    TrialCompleted(
+                        type="trial_completed",
+                        suite=self.name,
+                        task_id=task["id"],
+                        trial=index,
+                        ok=False,
+                    )
                 )
                 continue
             metrics = request_metrics(response)
@@ -142,16 +149,16 @@ class SpeedSuite(Suite):
             trials.append(trial)
             last_output = response.content or response.reasoning or last_output
             ctx.emit(
-                "trial_completed",
-                {
-                    "suite": self.name,
-                    "task_id": task["id"],
-                    "trial": index,
-                    "ok": True,
-                    "decode_tps": trial["decode_tps"],
-                    "ttft_ms": trial["ttft_ms"],
-                    "prefill_tps": trial["prefill_tps"],
-                },
+                TrialCompleted(
+                    type="trial_completed",
+                    suite=self.name,
+                    task_id=task["id"],
+                    trial=index,
+                    ok=True,
+                    decode_tps=trial["decode_tps"],
+                    ttft_ms=trial["ttft_ms"],
+                    prefill_tps=trial["prefill_tps"],
+                )
             )
         return self._record(task, ctx, trials, last_output, n_words, max_tokens, ignore_eos)
 
@@ -164,7 +171,7 @@ class SpeedSuite(Suite):
         n_words: int,
         max_tokens: int,
         ignore_eos: bool,
-    ) -> dict:
+    ) -> TaskRecord:
         good = [t for t in trials if t["ok"]]
         failed = [t for t in trials if not t["ok"]]
         decode = _median([t["decode_tps"] for t in good])
@@ -217,28 +224,30 @@ class SpeedSuite(Suite):
         )
 
 
-def _progress(ctx: RunContext, task_id: str, trial: int):
+def _progress(ctx: RunContext, task_id: str, trial: int) -> Callable[[int, float], None]:
     """Chunk callback that emits throttled ``task_progress`` events with a live decode rate."""
-    state = {"first": None, "last_emit": 0.0}
+    first: float | None = None
+    last_emit = 0.0
 
     def on_chunk(chunks: int, elapsed: float) -> None:
-        if state["first"] is None:
-            state["first"] = elapsed
+        nonlocal first, last_emit
+        if first is None:
+            first = elapsed
         now = time.monotonic()
-        if now - state["last_emit"] < PROGRESS_INTERVAL_S:
+        if now - last_emit < PROGRESS_INTERVAL_S:
             return
-        state["last_emit"] = now
-        span = elapsed - state["first"]
+        last_emit = now
+        span = elapsed - first
         ctx.emit(
-            "task_progress",
-            {
-                "suite": "speed",
-                "task_id": task_id,
-                "trial": trial,
-                "trials": ctx.trials,
-                "chunks": chunks,
-                "live_tps": round((chunks - 1) / span, 2) if span > 0 and chunks > 1 else None,
-            },
+            TaskProgress(
+                type="task_progress",
+                suite="speed",
+                task_id=task_id,
+                trial=trial,
+                trials=ctx.trials,
+                chunks=chunks,
+                live_tps=round((chunks - 1) / span, 2) if span > 0 and chunks > 1 else None,
+            )
         )
 
     return on_chunk

@@ -1,6 +1,6 @@
 """`submit` and `login` in-process against the real site (pytest-django's live_server).
 
-submissions/tests/test_cli_against_site.py drives the whole CLI in subprocesses (login, run,
+test_cli_against_site.py (beside this file) drives the whole CLI in subprocesses (login, run,
 submit); this file covers the edges: answer codes, idempotency, exit codes, expiry, slow_down.
 """
 
@@ -27,8 +27,7 @@ from worker.cli import main
 from worker.engine.bundle import load_bundle, upload_view
 from worker.engine.site import api_key_for, device_poll, device_start, site_url
 from worker.engine.testing.xllama_launcher import free_port
-
-from .test_engine_bundle import FIXTURES, needs_fixtures
+from worker.tests.test_engine_bundle import FIXTURES, needs_fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -51,7 +51,13 @@ def run(tree: Path, *args: str, env: dict | None = None) -> str:
     done = subprocess.run(
         [PYTHON, *args],
         cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree), **(env or {})},
+        # The worktrees sit outside the checkout: the fixtures stay where this one finds them.
+        env={
+            "BENCHLOOP_FIXTURES_DIR": str(REPO.parent / "shared/fixtures/benchloop"),
+            **os.environ,
+            "PYTHONPATH": str(tree),
+            **(env or {}),
+        },
         capture_output=True,
         text=True,
         timeout=3600,

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 from django.test import Client
 
@@ -75,11 +72,11 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
 def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
     lab_site, tmp_path, operator, alice_key
 ) -> None:
-    var = tmp_path / "var-lab-m"
-    tmp_logs = {p.name for p in Path(tempfile.gettempdir()).glob("llama-server-*.log")}
-    worker = start_worker(
-        tmp_path, "lab-m", ["cpu.test"], env={"BENCHLOOP_VAR_DIR": str(var)}, site=lab_site
-    )
+    var, tmp = tmp_path / "var-lab-m", tmp_path / "tmp-lab-m"
+    tmp.mkdir()
+    # The agent's own temporary folder, so other processes' files in /tmp cannot count.
+    env = {"BENCHLOOP_VAR_DIR": str(var), "TMPDIR": str(tmp)}
+    worker = start_worker(tmp_path, "lab-m", ["cpu.test"], env=env, site=lab_site)
     try:
         approve("lab-m")
         job_id = queue_over_http(
@@ -103,7 +100,7 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
     assert messages[-1] == "stopped the managed llama.cpp server"
     # The attempt's folder (engine home, server log) went with it; no log was left in /tmp.
     assert (var / "lab-jobs").is_dir() and list((var / "lab-jobs").iterdir()) == []
-    assert {p.name for p in Path(tempfile.gettempdir()).glob("llama-server-*.log")} <= tmp_logs
+    assert not list(tmp.glob("llama-server-*.log"))
     run = Run.objects.get(pk=job.run_id)
     assert run.stack.engine == "llama.cpp"
     assert run.is_verified == (run.contention_status != "contended")

@@ -64,6 +64,16 @@ def _kwargs(name: str, ids: dict) -> dict:
         "lab:host": {"pk": 1},
         "lab:approve_host": {"pk": 1},
         "lab:prompt": {"pk": 1},
+        "lab:revoke_host_key": {"pk": 1},
+        **{
+            f"api-agent-{action}": {"job_id": ids["job"]}
+            for action in ("claim", "job-heartbeat", "running", "events", "fail", "requeue")
+        },
+        "api-agent-upload-run": {"job_id": ids["job"]},
+        **{
+            f"api-agent-prompt-{action}": {"prompt_id": 1}
+            for action in ("progress", "answer", "failed")
+        },
         "submissions:trust": {"user_id": ids["user"]},
         "submissions:report": {"run_id": ids["run"]},
         "leaderboard:stack": {"pk": ids["stack"]},

@@ -90,9 +90,8 @@ def _old_run(apps, number: int, stack, hardware, *, decode: float, **fields):
     return run
 
 
-@pytest.mark.django_db(transaction=True)
-def test_stored_rows_are_rederived_merged_and_laned() -> None:
-    old = _migrate(BEFORE)
+def _stored_before(old) -> dict:
+    """Machines, stacks and runs as the old code stored them, with its mistakes."""
     # runjson's old `gpu=gpu or label` on a machine without a GPU: a GPU named "EPYC RAM".
     epyc_ram = _old_machine(
         old, cpu="AMD EPYC", gpu="AMD EPYC 512GB RAM", gpu_count=1, vram=None, ram=512
@@ -126,9 +125,29 @@ def test_stored_rows_are_rederived_merged_and_laned() -> None:
         _old_run(old, 6, other, None, decode=9.0, source_format="speed-jsonl"),
     ]
     old.get_model("submissions", "UploadAttempt").objects.create(stack=second, run=runs[1])
+    return {
+        "epyc_ram": epyc_ram,
+        "cpu_only": cpu_only,
+        "pair": pair,
+        "host": host,
+        "digest": digest,
+        "first": first,
+        "second": second,
+        "other": other,
+        "runs": runs,
+    }
 
+
+@pytest.mark.django_db(transaction=True)
+def test_stored_rows_are_rederived_merged_and_laned() -> None:
+    before = _stored_before(_migrate(BEFORE))
     _migrate(_latest())
+    machine = _assert_machines_and_classes(before)
+    _assert_stacks_merged_and_laned(before, machine)
 
+
+def _assert_machines_and_classes(before: dict) -> Hardware:
+    cpu_only, epyc_ram, pair, runs = (before[k] for k in ("cpu_only", "epyc_ram", "pair", "runs"))
     machine = Hardware.objects.get(pk=cpu_only.pk)  # the row already under the right key stays
     assert not Hardware.objects.filter(pk=epyc_ram.pk).exists()
     assert machine.label == "CPU only: AMD EPYC · 512 GB"
@@ -139,7 +158,7 @@ def test_stored_rows_are_rederived_merged_and_laned() -> None:
         runs[1].pk,
         runs[2].pk,
     }
-    assert WorkerHost.objects.get(pk=host.pk).hardware_id == machine.pk
+    assert WorkerHost.objects.get(pk=before["host"].pk).hardware_id == machine.pk
     two = Hardware.objects.get(pk=pair.pk)
     assert (two.gpu_count, two.hardware_class.label) == (2, "2× RTX 3090 24 GB")
 
@@ -153,7 +172,11 @@ def test_stored_rows_are_rederived_merged_and_laned() -> None:
         "run-5": "remote-fakecloud",
         "run-6": "unknown-hardware",
     }
+    return machine
 
+
+def _assert_stacks_merged_and_laned(before: dict, machine: Hardware) -> None:
+    first, second, other, digest = (before[k] for k in ("first", "second", "other", "digest"))
     # The two are one stack now, keyed as new uploads are.
     assert not Stack.objects.filter(pk=second.pk).exists()
     merged = Stack.objects.get(pk=first.pk)

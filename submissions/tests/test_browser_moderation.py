@@ -155,8 +155,11 @@ def test_a_moderator_opens_a_run_trusts_its_submitter_and_approves_in_bulk(
     }
     page.screenshot(path=str(SHOTS / "queue-after-1280.png"), full_page=True)
     context.close()
+    _reject_the_flagged_run_without_javascript(browser, live_server, queue_data["flagged"])
 
-    # Without JavaScript: filter to the flagged runs, tick the page by its link, reject.
+
+def _reject_the_flagged_run_without_javascript(browser, live_server, flagged: int) -> None:
+    """Filter to the flagged runs, tick the page by its link, reject: no script needed."""
     context = browser.new_context(viewport=PHONE, java_script_enabled=False)
     page = context.new_page()
     _sign_in(page, live_server.url)
@@ -174,4 +177,4 @@ def test_a_moderator_opens_a_run_trusts_its_submitter_and_approves_in_bulk(
     assert _no_page_overflow(page)
     page.screenshot(path=str(SHOTS / "queue-nojs-390.png"), full_page=True)
     context.close()
-    assert Submission.objects.get(run_id=queue_data["flagged"]).status == Status.REJECTED
+    assert Submission.objects.get(run_id=flagged).status == Status.REJECTED

@@ -59,6 +59,18 @@ class StreamTiming:
     event_count: int = 0
     retried: bool = False
 
+    def mark_output(self, now: float, t_sent: float, *, content: bool) -> int:
+        """An output chunk arrived at `now` (perf_counter seconds): keep its offset and the
+        first-token and first-content marks; returns the number of output chunks so far."""
+        offset = round((now - t_sent) * 1000, 3)
+        self.token_chunk_ms.append(offset)
+        if self.first_token_ms is None:
+            self.first_token_ms = offset
+        if content and self.first_content_ms is None:
+            self.first_content_ms = offset
+        self.last_token_ms = offset
+        return len(self.token_chunk_ms)
+
 
 @dataclass
 class ChatResponse:

@@ -112,14 +112,7 @@ class OllamaProvider:
                     timing.event_count += 1
                     produced, content_now = state.add(event)
                     if produced:
-                        offset = round((now - t_sent) * 1000, 3)
-                        token_chunks += 1
-                        timing.token_chunk_ms.append(offset)
-                        if timing.first_token_ms is None:
-                            timing.first_token_ms = offset
-                        if content_now and timing.first_content_ms is None:
-                            timing.first_content_ms = offset
-                        timing.last_token_ms = offset
+                        token_chunks = timing.mark_output(now, t_sent, content=content_now)
                         if on_chunk is not None:
                             on_chunk(token_chunks, now - t_sent)
                     if event.get("done"):

@@ -184,15 +184,7 @@ class _Stream:
             self._produced(now, content_now)
 
     def _produced(self, now: float, content_now: bool) -> None:
-        timing = self.timing
-        offset = round((now - self.t_sent) * 1000, 3)
-        self.token_chunks += 1
-        timing.token_chunk_ms.append(offset)
-        if timing.first_token_ms is None:
-            timing.first_token_ms = offset
-        if content_now and timing.first_content_ms is None:
-            timing.first_content_ms = offset
-        timing.last_token_ms = offset
+        self.token_chunks = self.timing.mark_output(now, self.t_sent, content=content_now)
         if self.on_chunk is not None:
             self.on_chunk(self.token_chunks, now - self.t_sent)
 

@@ -91,8 +91,9 @@ def _by_hand(answers: list[tuple[float, int, float]], start: float, end: float) 
             lo, hi = max(ta, start), min(tb, end)
             if hi <= lo:
                 continue
-            at = lambda t: wa + (wb - wa) * (t - ta) / (tb - ta)  # noqa: E731
-            total += (at(lo) + at(hi)) / 2 * (hi - lo)
+            slope = (wb - wa) / (tb - ta)
+            w_lo, w_hi = wa + slope * (lo - ta), wa + slope * (hi - ta)
+            total += (w_lo + w_hi) / 2 * (hi - lo)
     return total
 
 
@@ -103,9 +104,7 @@ def test_trace_power_gives_joules_per_token_that_match_a_hand_calculation(
     nvml = PowerTraceNvml(TRACE)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     outcome = run_benchmark(
-        RunConfig(
-            url=llm_url, tasks=["speed-p128-short"], trials=3, max_tokens=32, home=bench_home
-        )
+        RunConfig(url=llm_url, tasks=["speed-p128-short"], trials=3, max_tokens=32, home=bench_home)
     )
     bundle = outcome.bundle
     assert validation_errors(bundle) == []
@@ -161,9 +160,7 @@ def test_a_board_that_stops_answering_reports_no_energy_but_keeps_memory(
 ):
     monkeypatch.setitem(sys.modules, "pynvml", PowerTraceNvml(TRACE, drop_device=1))
     outcome = run_benchmark(
-        RunConfig(
-            url=llm_url, tasks=["speed-p128-short"], trials=1, max_tokens=16, home=bench_home
-        )
+        RunConfig(url=llm_url, tasks=["speed-p128-short"], trials=1, max_tokens=16, home=bench_home)
     )
     bundle = outcome.bundle
     assert validation_errors(bundle) == []

@@ -147,14 +147,15 @@ class PowerMonitor:
         now = self.clock()
         self._count += 1
         watts: list[float | None] = []
-        for index, handle in enumerate(self._handles):
+        handles = self._handles if self.nvml is not None else []  # none after stop()
+        for index, handle in enumerate(handles):
             try:
                 watts.append(self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
                 used = self.nvml.nvmlDeviceGetMemoryInfo(handle).used / _MIB
                 self.peak_vram_mib[index] = max(self.peak_vram_mib.get(index, 0.0), used)
             except Exception:
                 watts.append(None)
-        if self._handles:
+        if handles:
             self.samples.append(PowerSample(now, tuple(watts)))
         rss = self._server_rss_mib()
         if rss is not None:
@@ -190,6 +191,8 @@ class PowerMonitor:
             self.sample()
 
     def stop(self) -> None:
+        """The last sample, then NVML released; a second call does nothing (NVML counts its
+        inits, so a second shutdown would release the contention monitor's)."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=self.interval + 5)
@@ -198,6 +201,7 @@ class PowerMonitor:
         if self.nvml is not None:
             with contextlib.suppress(Exception):
                 self.nvml.nvmlShutdown()
+            self.nvml = None
 
     def energy(self, start: float, end: float) -> Energy:
         if not self._handles:

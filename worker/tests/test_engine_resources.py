@@ -19,10 +19,14 @@ import pytest
 from worker.engine.bundle import validation_errors
 from worker.engine.orchestrator import RunConfig, execute, prepare_run, run_benchmark
 from worker.engine.power import METHOD
+from worker.engine.providers.base import ChatResponse
+from worker.engine.providers.ollama import _State
+from worker.engine.resources import cold_start_block, ollama_model_loaded
 from worker.engine.testing.nvml_trace import nvml_present
 from worker.engine.testing.power_trace import PowerTraceNvml
 from worker.engine.testing.xllama_launcher import model_path
 from worker.managed import start_server
+from worker.tests.test_engine_stack_identity import ollama  # noqa: F401  (the Ollama stand-in)
 
 TRACE = Path(__file__).parent / "data/nvml/two-4090-decode.json"
 
@@ -173,3 +177,48 @@ def test_a_board_that_stops_answering_reports_no_energy_but_keeps_memory(
     (trial,) = _trials(bundle)
     assert trial["energy"]["decode"]["joules"] is None
     assert trial["energy"]["prefill"]["note"] == "1 of 2 GPUs reported power"
+
+
+# Ollama's final chat event, in the shape its API documents: the model took 2.1 s to load.
+OLLAMA_FINAL = {
+    "model": "smollm2:135m",
+    "created_at": "2026-12-01T21:00:00.000000Z",
+    "message": {"role": "assistant", "content": "OK."},
+    "done": True,
+    "done_reason": "stop",
+    "total_duration": 2_400_000_000,
+    "load_duration": 2_100_000_000,
+    "prompt_eval_count": 26,
+    "prompt_eval_duration": 130_000_000,
+    "eval_count": 3,
+    "eval_duration": 60_000_000,
+}
+
+
+def test_ollama_s_load_duration_is_the_load_time_when_the_model_was_not_loaded(
+    ollama,  # noqa: F811
+    bench_home,
+):
+    url, _ = ollama
+    prep = prepare_run(RunConfig(url=url, model="smollm2:135m", home=bench_home))
+    try:
+        loaded = ollama_model_loaded(prep)  # the stand-in's /api/ps lists no model
+    finally:
+        prep.provider.close()
+    assert loaded is False
+    state = _State()
+    state.add(OLLAMA_FINAL)
+    response = ChatResponse()
+    state.apply(response)
+    assert response.server is not None and response.server.load_ms == 2100.0
+    assert cold_start_block(prep, response, 2345.67, loaded) == {
+        "load_s": 2.1,
+        "load_source": "ollama",
+        "first_request_ms": 2345.7,
+        "first_request_after_load": True,
+        "note": "",
+    }
+    # Already in memory: Ollama still reports a few ms of "load", which is no cold start.
+    warm = cold_start_block(prep, response, 80.0, True)
+    assert warm["load_s"] is None and warm["first_request_after_load"] is False
+    assert "already loaded" in warm["note"]

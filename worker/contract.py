@@ -111,6 +111,35 @@ class Contention(TypedDict):
     gpu: dict[str, Any]
 
 
+class Resources(TypedDict):
+    """GPU board power and memory, and the server's host RAM, sampled during the run
+    (worker.engine.power); every figure None, with its note, where it could not be sampled."""
+
+    energy_method: str | None
+    energy_note: str
+    gpu_devices_expected: int
+    gpu_devices_seen: int
+    idle_watts: float | None
+    peak_vram_mib: dict[str, float]
+    peak_server_rss_mib: float | None
+    server_rss_note: str
+    interval_s: float | None
+    # Medians over the speed trials: joules per output and per prompt token, and how many.
+    energy: dict[str, Any]
+
+
+class ColdStart(TypedDict):
+    """Model load time (a managed server's start, or Ollama's load_duration) and the run's
+    first request, apart from the warm figures."""
+
+    load_s: float | None
+    load_source: Literal["managed", "ollama"] | None
+    first_request_ms: float | None
+    # True: right after the load; False: the model was already loaded; None: not known.
+    first_request_after_load: bool | None
+    note: str
+
+
 class BundleError(TypedDict):
     kind: str
     message: str
@@ -245,6 +274,9 @@ class Bundle(TypedDict):
     speed_summary: SpeedSummary
     settings: dict[str, Any]
     suites: dict[str, SuiteRecord]
+    # Written by every engine since issue 17; older bundles lack them.
+    resources: NotRequired[Resources]
+    cold_start: NotRequired[ColdStart]
     extras: NotRequired[dict[str, Any]]
 
 

@@ -42,6 +42,9 @@ class ManagedServer:
     log_path: Path
     # Set once the job's events say the server stopped (or died, with its log's tail).
     exit_reported: bool = False
+    # Seconds from launching the process to /health answering 200: the model's load time
+    # (the run's cold start; llama.cpp answers 503 on /health until the model is loaded).
+    load_s: float | None = None
 
     def stop(self, grace: float = 10.0) -> None:
         stop_process_group(self.process, grace)
@@ -120,7 +123,8 @@ def start_server(
     timeout: float = 120.0,
     log_dir: Path | None = None,
 ) -> ManagedServer:
-    """Launch the server on a free loopback port and wait until /health answers 200.
+    """Launch the server on a free loopback port and wait until /health answers 200 (the
+    time that took is the server's ``load_s``, to within the 0.1 s between polls).
 
     Its log is `log_dir`/llama-server.log (a lab job passes its own folder, removed with the
     job), or a temporary file when no folder is given."""
@@ -142,6 +146,7 @@ def start_server(
         log_path = Path(log_dir) / "llama-server.log"
     else:
         log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+    launched = time.monotonic()
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -155,10 +160,11 @@ def start_server(
             )
         try:
             if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
+                server.load_s = round(time.monotonic() - launched, 3)
                 return server
         except httpx.HTTPError:
             pass
-        time.sleep(0.25)
+        time.sleep(0.1)
     server.stop()
     raise ManagedServerError(
         f"{binary} did not become healthy in {timeout:.0f} s:\n{server.log_tail()}"

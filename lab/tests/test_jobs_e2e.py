@@ -104,6 +104,11 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
     run = Run.objects.get(pk=job.run_id)
     assert run.stack.engine == "llama.cpp"
     assert run.is_verified == (run.contention_status != "contended")
+    # The worker timed the server's start: the run's cold start, uploaded with the bundle.
+    cold = run.raw_payload["cold_start"]
+    assert cold["load_source"] == "managed" and 0 < cold["load_s"] < 240
+    assert cold["first_request_after_load"] is True
+    assert run.raw_payload["resources"]["peak_server_rss_mib"] > 50
 
 
 def test_a_job_for_a_server_on_another_host_runs_on_that_host(

@@ -17,6 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from leaderboard import cache as board_cache
 from leaderboard import charts, queries, summaries
 from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
+from leaderboard.resources import resources_view
 from leaderboard.templatetags.lanes import ci_text
 from leaderboard.views.board import HtmxHttpRequest, scatter_for
 from runs import lane_rows as lane_rules
@@ -332,6 +333,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "suites": suites,
         "private": private,
         "command": redact_command(run.command_used),
+        "resources": resources_view(run.raw_payload),
         "context_lane": context_lane,
         "unlisted": not run.published,
         "visibility_note": _visibility_note(run, private),

@@ -238,7 +238,9 @@ def _run_engine(state: JobRun, url: str, api_key: str | None, server=None) -> st
     if spec["provider"] == "ollama":
         _pull_if_missing(state, url)
     try:
-        prepared = prepare_run(_config(spec, url, api_key, state.folder / "home"))
+        config = _config(spec, url, api_key, state.folder / "home")
+        config.server_load_s = server.load_s if server is not None else None
+        prepared = prepare_run(config)
     except (EndpointUnreachable, RequestTimeout) as exc:
         if spec["target"] == "endpoint" and spec["attempt"] < spec["max_attempts"]:
             _close_sender(state)

@@ -42,8 +42,10 @@ from .harnesses import HarnessProvider, with_harness
 from .launch import StackInfo
 from .locality import Locality, classify
 from .paths import benchloop_home
+from .power import PowerMonitor
 from .preflight import DEFAULT_TRIALS, probe, select
-from .providers import ChatRequest, Provider, make_provider
+from .providers import ChatRequest, ChatResponse, Provider, make_provider
+from .resources import cold_start_block, ollama_model_loaded, resources_block, start_power
 from .skeleton import refresh_scores as _refresh_scores
 from .skeleton import skeleton as _skeleton
 from .stats import percentile
@@ -85,6 +87,9 @@ class RunConfig:
     launch_command: str | None = None
     hash_weights: bool = True
     contention_interval: float = INTERVAL_S
+    # Seconds from launching the server to its health check passing, when whoever launched it
+    # for this run measured it (a lab job's managed server): the cold start's load time.
+    server_load_s: float | None = None
 
 
 @dataclass
@@ -226,20 +231,50 @@ def _execute(
     total = sum(len(t) for t in prep.tasks.values())
     write_bundle(bundle, path)
     monitor = _monitor(prep)
+    power, power_note = start_power(prep, bundle["hardware"])
 
     def finish() -> None:
         """The last write: sampling stopped, scores and comparability for the final status."""
         if monitor is not None:
             bundle["contention"] = monitor.stop()
+        if power is not None:
+            power.stop()
+        bundle["resources"] = resources_block(power, bundle, bundle["hardware"])
         _refresh_scores(bundle, prep, clock)
         bundle["finished_at"] = datetime.now(UTC).isoformat()
         write_bundle(bundle, path)
 
+    sampling = _Sampling(power, power_note)
     try:
-        return _run_suites(prep, bundle, path, total, emit, should_stop, finish, clock)
+        return _run_suites(prep, bundle, path, total, emit, should_stop, finish, clock, sampling)
     finally:
         if monitor is not None:
             monitor.stop()  # a no-op after finish(); stops the thread if the run broke off
+        if power is not None:
+            power.stop()
+
+
+@dataclass(frozen=True)
+class _Sampling:
+    """The power monitor the speed suite integrates its trials over, or why there is none."""
+
+    power: PowerMonitor | None
+    note: str
+
+
+def _first_request(prep: PreparedRun, bundle: Bundle) -> None:
+    """The run's first request, a short warm-up timed as the cold start's first request (its
+    load time too where the server reports one); a failure here ends the run (EngineError)."""
+    loaded_before = ollama_model_loaded(prep)
+    started = time.perf_counter()
+    response: ChatResponse | None = None
+    try:
+        response = prep.provider.chat(
+            ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=4)
+        )
+    finally:
+        elapsed = (time.perf_counter() - started) * 1000 if response is not None else None
+        bundle["cold_start"] = cold_start_block(prep, response, elapsed, loaded_before)
 
 
 def _monitor(prep: PreparedRun) -> ContentionMonitor | None:
@@ -262,6 +297,7 @@ def _run_suites(
     should_stop: Callable[[], bool] | None,
     finish: Callable[[], None],
     clock: float,
+    sampling: _Sampling,
 ) -> RunOutcome:
     """The body of ``_execute``: warm-up, every suite's tasks, then the one ending."""
     emit(
@@ -281,12 +317,10 @@ def _run_suites(
             scoring_mode=bundle["scoring_mode"],
         )
     )
-    progress = _Progress(prep, bundle, path, total, emit, should_stop, clock)
+    progress = _Progress(prep, bundle, path, total, emit, should_stop, clock, sampling)
     try:
         try:
-            prep.provider.chat(
-                ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=4)
-            )
+            _first_request(prep, bundle)
         except EngineError as exc:
             ending = _Ending("failed", exc.to_dict(), type(exc).__name__)
         else:
@@ -320,6 +354,7 @@ class _Progress:
     emit: Emit
     should_stop: Callable[[], bool] | None
     clock: float
+    sampling: _Sampling
     completed: int = 0
 
     def run_suite(self, suite: Suite) -> None:
@@ -340,6 +375,8 @@ class _Progress:
             max_tokens_cap=prep.config.max_tokens,
             emit=emit,
             should_stop=self.should_stop or (lambda: False),
+            power=self.sampling.power,
+            power_note=self.sampling.note or RunContext.power_note,
         )
         emit(SuiteStarted(type="suite_started", suite=suite.name, task_count=len(tasks)))
         suite.prepare(ctx)

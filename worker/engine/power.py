@@ -109,6 +109,7 @@ class PowerMonitor:
     nvml: Any = None  # pynvml, or a stand-in with its calls (tests)
     clock: Callable[[], float] = time.monotonic
     samples: list[PowerSample] = field(default_factory=list)
+    started_at: float | None = None  # the clock at start(): windows are reported from it
     peak_vram_mib: dict[int, float] = field(default_factory=dict)
     peak_server_rss_mib: float | None = None
     idle_watts: float | None = None
@@ -116,6 +117,10 @@ class PowerMonitor:
     _handles: list = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    # One sample at a time: a trial's own mark() and the thread's must append in clock order.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pids: set[int] | None = None
+    _count: int = 0
 
     def _open(self) -> None:
         try:
@@ -129,16 +134,28 @@ class PowerMonitor:
             self.nvml, self._handles = None, []
 
     def sample(self) -> None:
+        with self._lock:
+            self._sample()
+
+    def mark(self) -> float:
+        """A sample now, so a window that just ended is bounded by a reading after it."""
+        with self._lock:
+            self._sample()
+            return self.samples[-1].t if self.samples else self.clock()
+
+    def _sample(self) -> None:
         now = self.clock()
+        self._count += 1
         watts: list[float | None] = []
-        for index, handle in enumerate(self._handles):
+        handles = self._handles if self.nvml is not None else []  # none after stop()
+        for index, handle in enumerate(handles):
             try:
                 watts.append(self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
                 used = self.nvml.nvmlDeviceGetMemoryInfo(handle).used / _MIB
                 self.peak_vram_mib[index] = max(self.peak_vram_mib.get(index, 0.0), used)
             except Exception:
                 watts.append(None)
-        if self._handles:
+        if handles:
             self.samples.append(PowerSample(now, tuple(watts)))
         rss = self._server_rss_mib()
         if rss is not None:
@@ -147,15 +164,21 @@ class PowerMonitor:
     def _server_rss_mib(self) -> float | None:
         if self.server_pids is None:
             return None
+        # Listing a process tree walks every process on the machine: every 2 s is enough to
+        # catch a runner Ollama starts, while the RSS of the known pids is read every sample.
+        if self._pids is None or self._count % 20 == 1:
+            with contextlib.suppress(Exception):
+                self._pids = set(self.server_pids())
         total = 0
         with contextlib.suppress(Exception):
-            for pid in self.server_pids():
+            for pid in self._pids or ():
                 with contextlib.suppress(psutil.Error):
                     total += psutil.Process(pid).memory_info().rss
         return total / _MIB if total else None
 
     def start(self) -> PowerMonitor:
         self._open()
+        self.started_at = self.clock()
         self.sample()
         if self.samples and all(w is not None for w in self.samples[0].watts):
             self.idle_watts = sum(w or 0.0 for w in self.samples[0].watts)
@@ -168,6 +191,8 @@ class PowerMonitor:
             self.sample()
 
     def stop(self) -> None:
+        """The last sample, then NVML released; a second call does nothing (NVML counts its
+        inits, so a second shutdown would release the contention monitor's)."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=self.interval + 5)
@@ -176,6 +201,7 @@ class PowerMonitor:
         if self.nvml is not None:
             with contextlib.suppress(Exception):
                 self.nvml.nvmlShutdown()
+            self.nvml = None
 
     def energy(self, start: float, end: float) -> Energy:
         if not self._handles:
@@ -196,5 +222,106 @@ class PowerMonitor:
             "peak_server_rss_mib": (
                 round(self.peak_server_rss_mib, 1) if self.peak_server_rss_mib else None
             ),
+            "server_rss_note": ""
+            if self.peak_server_rss_mib
+            else "not measured: the server's process is not visible from here",
             "interval_s": self.interval,
         }
+
+
+def _window(
+    monitor: PowerMonitor, start: float, end: float, tokens: int | None
+) -> tuple[dict, float | None]:
+    """One window's joules, per-token figure, place (s from the monitor's start) and reason."""
+    energy = monitor.energy(start, end)
+    origin = monitor.started_at or 0.0
+    note = energy.reason
+    if energy.measured and not tokens:
+        note = "no tokens to divide by"
+    joules = round(energy.joules, 4) if energy.joules is not None else None
+    return (
+        {
+            "joules": joules,
+            "tokens": tokens,
+            "window_s": [round(start - origin, 4), round(end - origin, 4)],
+            "note": note if per_token(energy, tokens) is None else "",
+        },
+        per_token(energy, tokens),
+    )
+
+
+def trial_energy(monitor: PowerMonitor | None, sent: float, metrics: dict, why_not: str) -> dict:
+    """The `energy` block of one speed trial.
+
+    ``sent`` is the monitor's clock just before the request went out; ``metrics`` the trial's
+    speed figures (worker.engine.metrics.request_metrics). The prefill window runs from sent to
+    the first output token and is divided by the prompt tokens the server processed (prompt
+    minus cached, as prefill tok/s is meant to count them); the decode window runs from the
+    first to the last output token and is divided by the tokens generated after the first, as
+    TPOT is. ``why_not`` is the reason given when there is no monitor (a remote server).
+    """
+    ttft, last = metrics.get("ttft_ms"), metrics.get("e2e_ms")
+    if monitor is None or ttft is None or last is None:
+        reason = why_not if monitor is None else "the trial has no first or last token time"
+        return {
+            "joules_per_prompt_token": None,
+            "joules_per_output_token": None,
+            "prefill": None,
+            "decode": None,
+            "note": reason,
+        }
+    monitor.mark()  # a reading after the last token, so the decode window is bounded
+    prompt = metrics.get("prompt_tokens")
+    processed = prompt - (metrics.get("cached_tokens") or 0) if prompt else None
+    completion = metrics.get("completion_tokens") or 0
+    first = sent + ttft / 1000.0
+    prefill, per_prompt = _window(monitor, sent, first, processed)
+    decode, per_output = _window(
+        monitor, first, sent + last / 1000.0, completion - 1 if completion > 1 else None
+    )
+    return {
+        "joules_per_prompt_token": _rounded(per_prompt),
+        "joules_per_output_token": _rounded(per_output),
+        "prefill": prefill,
+        "decode": decode,
+        "note": decode["note"] or prefill["note"],
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def energy_summary(trials: Sequence[dict]) -> dict:
+    """The run's energy figures: medians over the speed trials that measured each window."""
+    from .stats import percentile
+
+    def median(key: str) -> float | None:
+        values = sorted(v for t in trials if (v := (t.get("energy") or {}).get(key)) is not None)
+        return _rounded(percentile(values, 0.5)) if values else None
+
+    measured = [t for t in trials if (t.get("energy") or {}).get("joules_per_output_token")]
+    notes = [t["energy"]["note"] for t in trials if (t.get("energy") or {}).get("note")]
+    return {
+        "joules_per_output_token": median("joules_per_output_token"),
+        "joules_per_prompt_token": median("joules_per_prompt_token"),
+        "trials": len(trials),
+        "trials_measured": len(measured),
+        # Why a trial measured nothing: the first such reason (they are usually all the same).
+        "note": notes[0] if notes and not measured else "",
+    }
+
+
+def unmeasured_block(reason: str, expected_devices: int) -> dict:
+    """The `resources` block where nothing could be sampled (a server on another machine)."""
+    return {
+        "energy_method": None,
+        "energy_note": f"not measured: {reason}",
+        "gpu_devices_expected": expected_devices,
+        "gpu_devices_seen": 0,
+        "idle_watts": None,
+        "peak_vram_mib": {},
+        "peak_server_rss_mib": None,
+        "server_rss_note": f"not measured: {reason}",
+        "interval_s": None,
+    }

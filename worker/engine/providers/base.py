@@ -45,6 +45,8 @@ class ServerTimings:
     cache_n: int | None = None
     prompt_per_second: float | None = None
     predicted_per_second: float | None = None
+    # Time the server spent loading the model for this request (Ollama's load_duration).
+    load_ms: float | None = None
 
 
 @dataclass

@@ -192,6 +192,7 @@ def ollama_timings(final: dict) -> ServerTimings:
         predicted_ms=eval_ns / _NS_PER_MS if eval_ns else None,
         prompt_per_second=prompt_n / (prompt_ns / 1e9) if prompt_n and prompt_ns else None,
         predicted_per_second=eval_n / (eval_ns / 1e9) if eval_n and eval_ns else None,
+        load_ms=final["load_duration"] / _NS_PER_MS if final.get("load_duration") else None,
     )
 
 

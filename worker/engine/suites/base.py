@@ -50,6 +50,10 @@ class RunContext:
     emit: EmitFn = lambda event: None
     should_stop: Callable[[], bool] = lambda: False
     suite_metadata: dict = field(default_factory=dict)
+    # GPU power and memory sampling (worker.engine.power.PowerMonitor) while the server runs
+    # here; None, with `power_note` saying why, where nothing can be sampled.
+    power: Any = None
+    power_note: str = "not measured: no power sampling in this run"
 
     def check_stop(self) -> None:
         """Suites call this between requests; a cancelled run stops there."""

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from ...contract import TaskProgress, TaskRecord, TrialCompleted
 from ..errors import EngineError
 from ..metrics import request_metrics
+from ..power import trial_energy
 from ..providers.base import ChatRequest
 from ..scoring import cloud_speed_score, local_speed_score
 from ..stats import percentile, summarize
@@ -107,6 +108,8 @@ class SpeedSuite(Suite):
                 ignore_eos=True,
             )
             on_chunk = _progress(ctx, task["id"], index)
+            # The power monitor's clock when the request leaves: the energy windows start here.
+            sent = ctx.power.clock() if ctx.power is not None else 0.0
             try:
                 response = ctx.provider.chat_stream(request, on_chunk=on_chunk)
             except EngineError as exc:
@@ -146,6 +149,7 @@ class SpeedSuite(Suite):
                 else cloud_speed_score(metrics["ttft_ms"], metrics["decode_tps"]),
                 **metrics,
             }
+            trial["energy"] = trial_energy(ctx.power, sent, metrics, ctx.power_note)
             trials.append(trial)
             last_output = response.content or response.reasoning or last_output
             ctx.emit(

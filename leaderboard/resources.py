@@ -1,0 +1,97 @@
+"""The run page's memory, energy and cold-start figures, read from the stored bundle.
+
+Bundles since issue 17 carry `resources` and `cold_start` (worker.engine.resources); the page
+shows their figures, or "not measured" with the bundle's own reason, and says so when a run's
+bundle predates them. Values are taken only when they have the schema's type, since the raw
+payload of an older or legacy upload may hold anything under those names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LOAD_SOURCES = {
+    "managed": "the lab started the server: launch to its health check",
+    "ollama": "Ollama’s load_duration",
+}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str:
+    return value[:300] if isinstance(value, str) else ""
+
+
+def _reason(value: Any) -> str:
+    """A note's reason, without the "not measured: " the engine starts it with (the page says
+    that itself)."""
+    text = _text(value)
+    return text[len("not measured: ") :] if text.startswith("not measured: ") else text
+
+
+def _body(raw: Any) -> dict:
+    """The bundle inside a stored payload: the v3 envelope's `run`, or the payload itself."""
+    if not isinstance(raw, dict):
+        return {}
+    inner = raw.get("run")
+    return inner if isinstance(inner, dict) else raw
+
+
+def _energy(resources: dict) -> dict:
+    energy = resources.get("energy") if isinstance(resources.get("energy"), dict) else {}
+    per_output = _number(energy.get("joules_per_output_token"))
+    return {
+        "per_output": per_output,
+        "per_prompt": _number(energy.get("joules_per_prompt_token")),
+        "trials": _number(energy.get("trials")),
+        "trials_measured": _number(energy.get("trials_measured")),
+        "method": _text(resources.get("energy_method")),
+        "note": _reason(resources.get("energy_note")) or _reason(energy.get("note")),
+        "idle_watts": _number(resources.get("idle_watts")),
+    }
+
+
+def _memory(resources: dict) -> dict:
+    vram = resources.get("peak_vram_mib")
+    devices = []
+    if isinstance(vram, dict):
+        for device, mib in sorted(vram.items(), key=lambda item: str(item[0]))[:16]:
+            if _number(mib) is not None:
+                devices.append({"device": str(device)[:8], "gib": _number(mib) / 1024})
+    rss = _number(resources.get("peak_server_rss_mib"))
+    return {
+        "vram": devices,
+        "vram_note": "" if devices else _reason(resources.get("energy_note")),
+        "rss_gib": rss / 1024 if rss is not None else None,
+        "rss_note": _reason(resources.get("server_rss_note")),
+    }
+
+
+def _cold(cold: dict) -> dict:
+    source = cold.get("load_source")
+    after = cold.get("first_request_after_load")
+    return {
+        "load_s": _number(cold.get("load_s")),
+        "load_source": LOAD_SOURCES.get(source, "") if isinstance(source, str) else "",
+        "first_request_ms": _number(cold.get("first_request_ms")),
+        "after_load": after if isinstance(after, bool) else None,
+        "note": _reason(cold.get("note")),
+    }
+
+
+def resources_view(raw: Any) -> dict:
+    """What the run page's "Memory, energy and cold start" section shows."""
+    body = _body(raw)
+    resources = body.get("resources")
+    cold = body.get("cold_start")
+    view: dict[str, Any] = {"recorded": isinstance(resources, dict) or isinstance(cold, dict)}
+    if isinstance(resources, dict):
+        view["energy"] = _energy(resources)
+        view["memory"] = _memory(resources)
+    if isinstance(cold, dict):
+        view["cold"] = _cold(cold)
+    return view

@@ -39,6 +39,7 @@ from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
 from worker.engine.orchestrator import RunConfig, execute, prepare_run
 from worker.engine.preflight import DEFAULT_TRIALS
+from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 from worker.engine.sandbox import current_isolation
 from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 from worker.engine.suites import available_suites, load_profiles
@@ -102,6 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         api_key=args.api_key or os.environ.get("BENCHLOOP_ENDPOINT_API_KEY") or None,
         timeout=args.timeout,
         max_tokens=args.max_tokens,
+        thinking_budget=args.thinking_budget,
         model_file=args.model_file,
         launch_command=args.launch_command,
         hash_weights=not args.no_model_hash,
@@ -144,7 +146,31 @@ def cmd_info(args: argparse.Namespace) -> int:
     out.print(_suites_table(data["suites"]))
     out.print(_profiles_table(data["profiles"]))
     out.print(_harnesses_table(data["harnesses"]))
+    out.print("[bold]Reasoning models[/]")
+    for line in data["reasoning"]["text"]:
+        out.print(line)
     return EXIT_OK
+
+
+def _reasoning_info() -> dict[str, Any]:
+    """How quality tasks give a model room to think (docs/metrics.md, "Reasoning models")."""
+    return {
+        "default_thinking_budget": DEFAULT_THINKING_BUDGET,
+        "max_tokens_ceiling": MAX_TOKENS_CEILING,
+        "text": [
+            "Each quality task asks for at most its answer cap plus the thinking budget. The "
+            f"budget is {DEFAULT_THINKING_BUDGET} tokens when the warm-up answer carries "
+            "reasoning (reasoning_content, reasoning, thinking or <think>), else 0; "
+            "--thinking-budget N sets it, --max-tokens N sets the answer cap (up or down; "
+            f"alone, the whole limit), never above {MAX_TOKENS_CEILING} or the server's context.",
+            "Reasoning tokens are counted apart from answer tokens: the server's "
+            "reasoning_tokens where it reports them, else one per stream event, else estimated "
+            "from the text; each record says which (reasoning_token_source).",
+            "ttft_answer_ms is the time to the first answer token, next to TTFT (the first "
+            "token of any kind). A task cut off while still thinking says "
+            "truncated_in_reasoning: raise --thinking-budget.",
+        ],
+    }
 
 
 def _info_data() -> dict[str, Any]:
@@ -172,6 +198,7 @@ def _info_data() -> dict[str, Any]:
         "profiles": _profile_rows({name: s["task_count"] for name, s in suites.items()}),
         "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
         "sandbox": current_isolation().as_dict(),
+        "reasoning": _reasoning_info(),
     }
 
 
@@ -423,7 +450,17 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--api-key", help="endpoint key (default $BENCHLOOP_ENDPOINT_API_KEY)")
     run.add_argument("--timeout", type=float, default=300.0, help="seconds without data (300)")
     run.add_argument(
-        "--max-tokens", type=int, help="cap every task's output tokens (not comparable)"
+        "--max-tokens",
+        type=int,
+        help="set every quality task's answer limit, up or down (speed: only lower); "
+        f"at most {MAX_TOKENS_CEILING} (not comparable)",
+    )
+    run.add_argument(
+        "--thinking-budget",
+        type=int,
+        metavar="N",
+        help="tokens added to each quality task's limit for thinking (default: "
+        f"{DEFAULT_THINKING_BUDGET} when the warm-up answer reasons, else 0)",
     )
     run.add_argument(
         "--model-file", help="the GGUF the server loaded, to record its sha256 (name only kept)"

@@ -124,6 +124,60 @@ def _scores(bundle: Mapping[str, Any]) -> Table:
     return grid
 
 
+def _median(values: list[float]) -> float | None:
+    values = sorted(values)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def reasoning_lines(bundle: Mapping[str, Any]) -> list[str]:
+    """The run's thinking budget, reasoning/answer token split and time to the first answer
+    token next to TTFT (quality tasks), when the run saw any reasoning or set a budget."""
+    settings = bundle.get("settings") or {}
+    tasks = [
+        t
+        for name, suite in bundle["suites"].items()
+        if name != "speed"
+        for t in suite.get("tasks") or []
+    ]
+    metas = [t.get("metadata") or {} for t in tasks]
+    reasoning = sum(m.get("reasoning_tokens") or 0 for m in metas)
+    budget = settings.get("thinking_budget") or 0
+    if not reasoning and not budget:
+        return []
+    source = {"detected": "the warm-up answer reasoned", "option": "--thinking-budget"}.get(
+        settings.get("thinking_budget_source", ""), "none set"
+    )
+    lines = [f"thinking budget: {budget} tokens per task ({source})"]
+    if reasoning:
+        answer = sum(m.get("answer_tokens") or 0 for m in metas)
+        sources = sorted(
+            {str(m.get("reasoning_token_source")) for m in metas if m.get("reasoning_tokens")}
+        )
+        lines.append(
+            f"reasoning: {reasoning} tokens, answers: {answer} tokens over {len(tasks)} "
+            f"quality tasks (counted by {', '.join(sources)})"
+        )
+    ttft = _median([m["ttft_ms"] for m in metas if isinstance(m.get("ttft_ms"), int | float)])
+    first = _median(
+        [m["ttft_answer_ms"] for m in metas if isinstance(m.get("ttft_answer_ms"), int | float)]
+    )
+    if ttft is not None:
+        answer_at = "no answer" if first is None else fmt_unit(first, "ms") + " ms"
+        ttft_text = fmt_unit(ttft, "ms")
+        lines.append(
+            f"first answer token: {answer_at} after sending (TTFT {ttft_text} ms), medians"
+        )
+    cut = sum(1 for m in metas if m.get("truncated_in_reasoning"))
+    if cut:
+        lines.append(
+            f"{cut} of {len(tasks)} tasks cut off while still thinking: raise --thinking-budget"
+        )
+    return lines
+
+
 def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     comparability = bundle["comparability"]
     scored = f"{comparability['tasks_scored']} of {comparability['tasks_expected']} tasks scored"
@@ -135,6 +189,8 @@ def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
         say(out, bundle["error"]["message"], style="yellow", indent="  ")
     if bundle.get("quality_score") is None:
         say(out, "no quality suite ran: no quality, overall or value score", style="dim")
+    for line in reasoning_lines(bundle):
+        say(out, line, indent="    ", first="  ")
     ratio = bundle["speed_summary"].get("decode_ratio_vs_server")
     if ratio is not None:
         say(out, f"decode rate ÷ the server's own: {fmt_unit(ratio, 'ratio')}", style="dim")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
 from ..contract import Comparability
+from .reasoning import chosen_budget
 from .redact import redact_text
 
 # Why a task that ran has no score that can be compared (a task's `not_scored` state).
@@ -97,6 +98,7 @@ def assess(
     task_filter: Iterable[str] = (),
     max_tokens_cap: int | None = None,
     context_length: int | None = None,
+    thinking_budget: int | None = None,
 ) -> Comparability:
     """The `comparability` block for a run of the profile whose task ids are ``expected``.
 
@@ -127,6 +129,9 @@ def assess(
         reasons.append(_clip(f"--tasks {','.join(filters)} ran a subset of the profile"))
     if max_tokens_cap is not None:
         reasons.append(f"--max-tokens {max_tokens_cap} caps the answers")
+    if thinking_budget is not None:
+        # The automatic budget is the profile's; any other changes what the tasks allow.
+        reasons.append(f"--thinking-budget {thinking_budget} sets the thinking allowed")
     reasons.extend(_task_reasons(states, context_length))
     present = {(name, t.get("task_id")) for name, s in suites.items() for t in s.get("tasks") or []}
     missing = len(want - present)
@@ -183,6 +188,7 @@ def reasons_for_bundle(bundle: dict[str, Any]) -> list[str]:
         task_filter=[str(t) for t in settings.get("task_filter") or []],
         max_tokens_cap=settings.get("max_tokens_cap"),
         context_length=context if isinstance(context, int) else None,
+        thinking_budget=chosen_budget(settings),
     )
     reasons = assessed["reasons"]
     coverage = bundle.get("coverage_score")

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..contract import SpeedMetrics, SpeedSummary
 from .providers.base import ChatResponse
+from .reasoning import reasoning_metrics
 from .stats import median_interval, percentile, summarize
 
 
@@ -81,6 +82,9 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
             "chunk_ms": chunks,
         },
     }
+    # Reasoning models (a block of its own, apart from the TTFT and prefill figures above): the
+    # reasoning/answer token split, time to the first answer token, truncation in the thinking.
+    metrics.update(reasoning_metrics(response))
     # The v3 per-trial block, so older readers find the numbers where they expect them.
     metrics["speed_metrics"] = {
         "ttft_ms": metrics["ttft_ms"] or 0.0,

@@ -43,9 +43,11 @@ from .launch import StackInfo
 from .locality import Locality, classify
 from .paths import benchloop_home
 from .power import PowerMonitor
-from .preflight import DEFAULT_TRIALS, probe, select
+from .preflight import DEFAULT_TRIALS, after_warmup, output_limits, probe, retask, select
 from .providers import ChatRequest, ChatResponse, Provider, make_provider
+from .reasoning import OutputLimits
 from .resources import cold_start_block, ollama_model_loaded, resources_block, start_power
+from .skeleton import refresh_limits
 from .skeleton import refresh_scores as _refresh_scores
 from .skeleton import skeleton as _skeleton
 from .stats import percentile
@@ -79,7 +81,11 @@ class RunConfig:
     gpu_memory_gb: float | None = None
     api_key: str | None = None
     timeout: float = 300.0
+    # Each quality task's answer cap, raised or lowered (worker.engine.reasoning.OutputLimits).
     max_tokens: int | None = None
+    # Tokens added to each quality task's limit for thinking; None: automatic (the default
+    # budget for a model whose warm-up answer reasoned, else 0).
+    thinking_budget: int | None = None
     home: Path | None = None
     # The weights file when the server cannot say where it is (hashed, only its name recorded).
     model_file: str | None = None
@@ -110,6 +116,11 @@ class PreparedRun:
     # Every task id of the requested profile, unfiltered: what comparability is measured against.
     expected: dict[str, list[str]] = field(default_factory=dict)
     stack: StackInfo = field(default_factory=StackInfo)
+    limits: OutputLimits = field(default_factory=OutputLimits)
+    # "option", "detected" or "none" (preflight.output_limits); whether the warm-up reasoned
+    # (None until it ran).
+    thinking_budget_source: str = "none"
+    reasoning_detected: bool | None = None
 
 
 @dataclass
@@ -143,7 +154,7 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
         supports_ignore_eos=info.supports_ignore_eos,
         num_ctx=OLLAMA_SPEED_NUM_CTX if "speed" in selection.tasks else None,
     )
-    return PreparedRun(
+    prep = PreparedRun(
         config=config,
         transport=transport,
         info=info,
@@ -157,7 +168,14 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
         tasks=selection.tasks,
         expected=selection.expected,
         stack=stack,
+        limits=selection.limits,
     )
+    # No limit above the server's context, where it says what that is.
+    context = info.launch.get("context_length") or stack.launch.get("context_length")
+    retask(
+        prep, *output_limits(config, context_length=context if isinstance(context, int) else None)
+    )
+    return prep
 
 
 def _suite_record(suite: Suite, records: list[TaskRecord], metadata: dict[str, Any]) -> SuiteRecord:
@@ -270,11 +288,16 @@ def _first_request(prep: PreparedRun, bundle: Bundle) -> None:
     response: ChatResponse | None = None
     try:
         response = prep.provider.chat(
-            ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=4)
+            # 16 tokens: room for a reasoning model to open its thinking (a grammar-forced or
+            # plain-text <think> takes several), which sets the run's thinking budget.
+            ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=16)
         )
     finally:
         elapsed = (time.perf_counter() - started) * 1000 if response is not None else None
         bundle["cold_start"] = cold_start_block(prep, response, elapsed, loaded_before)
+    # A reasoning model gets its thinking budget here, before any task: the manifest follows.
+    after_warmup(prep, response)
+    refresh_limits(bundle, prep)
 
 
 def _monitor(prep: PreparedRun) -> ContentionMonitor | None:

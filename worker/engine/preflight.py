@@ -15,17 +15,21 @@ from .harnesses import HARNESSES
 from .launch import StackInfo, identify
 from .locality import Locality
 from .paths import benchloop_home
+from .reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING, OutputLimits, reasons
 from .suites import Suite, available_suites, load_profiles
 from .transport import Transport
 
 if TYPE_CHECKING:
-    from .orchestrator import RunConfig
+    from .orchestrator import PreparedRun, RunConfig
+    from .providers import ChatResponse
 
 DEFAULT_TRIALS = 5
 
 
-def select_tasks(suite: Suite, patterns: list[str] | None, cap: int | None) -> list[dict[str, Any]]:
-    tasks = suite.effective_tasks(cap)
+def select_tasks(
+    suite: Suite, patterns: list[str] | None, limits: OutputLimits | None
+) -> list[dict[str, Any]]:
+    tasks = suite.effective_tasks(limits)
     if not patterns:
         return tasks
     return [t for t in tasks if any(fnmatch.fnmatch(t["id"], p) for p in patterns)]
@@ -41,6 +45,33 @@ class Selection:
     suites: list[Suite]
     tasks: dict[str, list[dict[str, Any]]]
     expected: dict[str, list[str]]
+    limits: OutputLimits
+
+
+def output_limits(
+    config: RunConfig, *, context_length: int | None = None, reasons: bool = False
+) -> tuple[OutputLimits, str]:
+    """The run's output limits and where its thinking budget comes from: "option"
+    (--thinking-budget), "detected" (the warm-up answer reasoned: DEFAULT_THINKING_BUDGET) or
+    "none". --max-tokens without --thinking-budget sets the whole limit: no automatic budget."""
+    if config.thinking_budget is not None:
+        budget, source = config.thinking_budget, "option"
+    elif reasons and config.max_tokens is None:
+        budget, source = DEFAULT_THINKING_BUDGET, "detected"
+    else:
+        budget, source = 0, "none"
+    limits = OutputLimits(
+        max_tokens=config.max_tokens, thinking_budget=budget, context_length=context_length
+    )
+    return limits, source
+
+
+def _check_limits(config: RunConfig) -> None:
+    if config.max_tokens is not None and not 1 <= config.max_tokens <= MAX_TOKENS_CEILING:
+        raise UsageError(f"--max-tokens must be between 1 and {MAX_TOKENS_CEILING}")
+    budget = config.thinking_budget
+    if budget is not None and not 0 <= budget <= MAX_TOKENS_CEILING:
+        raise UsageError(f"--thinking-budget must be between 0 and {MAX_TOKENS_CEILING}")
 
 
 def select(config: RunConfig) -> Selection:
@@ -58,6 +89,7 @@ def select(config: RunConfig) -> Selection:
         config.trials = int(profile.get("speed_trials", DEFAULT_TRIALS))
     if config.trials < 1 or config.trials > 50:
         raise UsageError("--trials must be between 1 and 50")
+    _check_limits(config)
     if config.harness not in HARNESSES:
         raise UsageError(
             f"unknown harness {config.harness!r}", hint=f"Harnesses: {', '.join(HARNESSES)}."
@@ -71,7 +103,8 @@ def select(config: RunConfig) -> Selection:
             hint=f"Installed suites: {', '.join(installed)}.",
         )
     suites = [installed[name] for name in selected]
-    tasks = {s.name: select_tasks(s, config.tasks, config.max_tokens) for s in suites}
+    limits, _ = output_limits(config)
+    tasks = {s.name: select_tasks(s, config.tasks, limits) for s in suites}
     if not any(tasks.values()):
         raise UsageError("no task matches --tasks", hint="`benchloop info` lists task ids.")
     return Selection(
@@ -89,6 +122,7 @@ def select(config: RunConfig) -> Selection:
             for name in profile["suites"]
             if name in installed
         },
+        limits=limits,
     )
 
 
@@ -118,3 +152,22 @@ def probe(
         on_hashing=hashing,
     )
     return info, model, stack
+
+
+def retask(prep: PreparedRun, limits: OutputLimits, source: str) -> None:
+    """Put the run's tasks under new output limits (the server's context, a detected budget)."""
+    if limits != prep.limits:
+        prep.tasks = {s.name: select_tasks(s, prep.config.tasks, limits) for s in prep.suites}
+    prep.limits, prep.thinking_budget_source = limits, source
+
+
+def after_warmup(prep: PreparedRun, response: ChatResponse) -> None:
+    """A warm-up answer that reasoned marks a reasoning model: it gets the automatic thinking
+    budget unless the options set one (``output_limits``)."""
+    prep.reasoning_detected = reasons(response)
+    limits, source = output_limits(
+        prep.config,
+        context_length=prep.limits.context_length,
+        reasons=prep.reasoning_detected,
+    )
+    retask(prep, limits, source)

@@ -9,7 +9,7 @@ import time
 import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..contract import (
     Bundle,
@@ -30,6 +30,7 @@ from .hardware import detect_hardware, gpu_summary, machine_id
 from .harnesses import HARNESS_VERSION
 from .metrics import measured_trials, speed_metrics_v3, speed_summary
 from .paths import benchloop_home
+from .reasoning import chosen_budget
 from .scoring import (
     BENCHMARK_ID,
     BENCHMARK_VERSION,
@@ -95,9 +96,7 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
         benchmark_version=BENCHMARK_VERSION,
         benchmark_profile=prep.benchmark_profile,
         requested_profile=prep.profile_name,
-        manifest_hash=manifest_hash(
-            requested_profile=prep.profile_name, selected_suites=selected, tasks=prep.tasks
-        ),
+        manifest_hash=_manifest(prep),
         score_schema_version=SCORE_SCHEMA_VERSION,
         coverage_score=0.0,
         comparable=False,
@@ -145,12 +144,40 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
             "trials": prep.config.trials,
             "harness": prep.config.harness,
             "max_tokens_cap": prep.config.max_tokens,
+            **_limit_settings(prep),
             "timeout_s": prep.config.timeout,
             "selected_suites": selected,
             "task_filter": prep.config.tasks or [],
             "ignore_eos": prep.info.supports_ignore_eos,
         },
         suites={},
+    )
+
+
+def _limit_settings(prep: PreparedRun) -> dict[str, Any]:
+    """The run's output limits as settings (they are in the manifest's tasks as well)."""
+    return {
+        "thinking_budget": prep.limits.thinking_budget,
+        "thinking_budget_source": prep.thinking_budget_source,
+        "reasoning_detected": prep.reasoning_detected,
+        "max_tokens_ceiling": prep.limits.ceiling,
+    }
+
+
+def _manifest(prep: PreparedRun) -> str:
+    return manifest_hash(
+        requested_profile=prep.profile_name,
+        selected_suites=[s.name for s in prep.suites],
+        tasks=prep.tasks,
+    )
+
+
+def refresh_limits(bundle: Bundle, prep: PreparedRun) -> None:
+    """The manifest and settings after the warm-up set the run's thinking budget."""
+    bundle["manifest_hash"] = _manifest(prep)
+    bundle["settings"].update(_limit_settings(prep))
+    bundle["comparability"] = _comparability(
+        prep, bundle["status"], bundle["error"], bundle["suites"]
     )
 
 
@@ -188,4 +215,5 @@ def _comparability(
         task_filter=prep.config.tasks or [],
         max_tokens_cap=prep.config.max_tokens,
         context_length=context if isinstance(context, int) else None,
+        thinking_budget=chosen_budget(_limit_settings(prep)),
     )

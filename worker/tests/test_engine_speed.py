@@ -8,6 +8,7 @@ import pytest
 
 from worker.engine.metrics import request_metrics
 from worker.engine.providers import ChatRequest, OpenAIProvider
+from worker.engine.reasoning import OutputLimits
 from worker.engine.stats import percentile, summarize, t_cdf, t_ppf, welch_test
 from worker.engine.suites import RunContext, available_suites
 from worker.engine.suites.prompts import new_nonce, speed_messages
@@ -70,7 +71,8 @@ def test_prompts_are_calibrated_to_the_servers_token_count(provider):
     assert calibration["calibrated"]
     assert 0.5 < calibration["tokens_per_word"] < 3
     assert all(w["warmup"] for w in ctx.suite_metadata["warmup"])
-    task = next(t for t in suite.effective_tasks(8) if t["id"] == "speed-p512-short")
+    tasks = suite.effective_tasks(OutputLimits(max_tokens=8))
+    task = next(t for t in tasks if t["id"] == "speed-p512-short")
     record = suite.run_task(task, ctx)
     trial = record["metadata"]["trials"][0]
     assert abs(trial["prompt_tokens"] - 512) / 512 < 0.08

@@ -51,7 +51,11 @@ class ServerTimings:
 
 @dataclass
 class StreamTiming:
-    """Client-side clock readings for one streamed request, in ms relative to ``t_sent``."""
+    """Client-side clock readings for one streamed request, in ms relative to ``t_sent``.
+
+    ``first_content_ms`` is the first answer token: the first event with answer text that is not
+    only whitespace, or a tool call (reasoning, inline ``<think>`` text included, is not answer).
+    """
 
     first_token_ms: float | None = None
     first_content_ms: float | None = None
@@ -60,6 +64,10 @@ class StreamTiming:
     token_chunk_ms: list[float] = field(default_factory=list)
     event_count: int = 0
     retried: bool = False
+    # Output events that carried reasoning and answer (OutputSplit): about one token each on
+    # llama.cpp and Ollama, so the stream's own count of each where the server gives none.
+    reasoning_events: int = 0
+    answer_events: int = 0
 
     def mark_output(self, now: float, t_sent: float, *, content: bool) -> int:
         """An output chunk arrived at `now` (perf_counter seconds): keep its offset and the
@@ -89,6 +97,9 @@ class ChatResponse:
     timing: StreamTiming | None = None
     wall_ms: float | None = None
     streamed: bool = False
+    # The last output was reasoning (no answer after it, or an unclosed <think>): a "length"
+    # finish then cut the thinking, not the answer.
+    ended_in_reasoning: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -166,6 +177,69 @@ class ThinkSplitter:
             (self.reasoning if self.in_think else self.content).append(self._pending)
             self._pending = ""
         return "".join(self.content).strip(), "".join(self.reasoning).strip()
+
+
+class OutputSplit:
+    """One answer's output as it arrives: reasoning apart from the answer, in text and in events.
+
+    Reasoning is what the server sends as such (``reasoning_content``, ``reasoning``, Ollama's
+    ``thinking``) plus inline ``<think>`` text. An event whose text only held back a possible tag
+    is counted once a later event settles which side it was on.
+    """
+
+    def __init__(self) -> None:
+        self.splitter = ThinkSplitter()
+        self.reasoning_parts: list[str] = []
+        self.reasoning_events = 0
+        self.answer_events = 0
+        self.last_kind: str | None = None
+        self._undecided = 0
+
+    def take(
+        self, *, text: str = "", reasoning: str = "", tool_call: bool = False
+    ) -> tuple[bool, bool]:
+        """Fold in one event's output; return (it carried output, it carried answer to show)."""
+        if not (text or reasoning or tool_call):
+            return False, False
+        was_thinking = self.splitter.in_think
+        answer, think = self.splitter.feed(text) if text else ("", "")
+        if reasoning:
+            self.reasoning_parts.append(reasoning)
+        if answer or tool_call:
+            self._count("answer")
+            if reasoning or think or was_thinking:
+                self.reasoning_events += 1  # a transition event held tokens of both
+        elif reasoning or think or was_thinking or self.splitter.in_think:
+            self._count("reasoning")
+        else:
+            self._undecided += 1  # only part of a possible tag so far
+        return True, bool(answer.strip()) or tool_call
+
+    def _count(self, kind: str, events: int = 1) -> None:
+        """Count ``events`` of ``kind``, and the held-back events before them with them."""
+        total, self._undecided = events + self._undecided, 0
+        if kind == "answer":
+            self.answer_events += total
+        else:
+            self.reasoning_events += total
+        self.last_kind = kind
+
+    def finish(self, timing: StreamTiming | None = None) -> tuple[str, str]:
+        """The full (answer, reasoning); the event counts go into ``timing`` when given."""
+        if self._undecided:
+            # Held-back text is released on the side the splitter is on.
+            self._count("reasoning" if self.splitter.in_think else "answer", events=0)
+        content, think = self.splitter.finish()
+        reasoning = "".join(self.reasoning_parts).strip()
+        reasoning = "\n".join(part for part in (reasoning, think) if part)
+        if timing is not None:
+            timing.reasoning_events = self.reasoning_events
+            timing.answer_events = self.answer_events
+        return content, reasoning
+
+    @property
+    def ended_in_reasoning(self) -> bool:
+        return self.splitter.in_think or self.last_kind == "reasoning"
 
 
 def _partial_suffix(text: str, tag: str) -> int:

@@ -13,9 +13,9 @@ from .base import (
     ChatRequest,
     ChatResponse,
     ChunkCallback,
+    OutputSplit,
     ServerTimings,
     StreamTiming,
-    ThinkSplitter,
     ToolCall,
     parse_arguments,
 )
@@ -127,7 +127,7 @@ class OllamaProvider:
             timing.done_ms = round((time.perf_counter() - t_sent) * 1000, 3)
         if not state.done:
             raise StreamInterrupted(f"stream ended before done after {token_chunks} chunks")
-        state.apply(result)
+        state.apply(result, timing)
         result.timing = timing
         result.wall_ms = timing.done_ms
         return result
@@ -137,8 +137,7 @@ class _State:
     """Accumulates NDJSON events (or the single non-streamed answer) into a response."""
 
     def __init__(self) -> None:
-        self.splitter = ThinkSplitter()
-        self.thinking: list[str] = []
+        self.split = OutputSplit()
         self.calls: list[ToolCall] = []
         self.final: dict = {}
         self.model: str | None = None
@@ -148,29 +147,25 @@ class _State:
         """Fold one event in; return (carried output, carried answer output)."""
         self.model = event.get("model") or self.model
         message = event.get("message") or {}
-        produced = content_now = False
-        text = message.get("content") or ""
-        if text:
-            answer, _ = self.splitter.feed(text)
-            produced, content_now = True, bool(answer)
-        if message.get("thinking"):
-            self.thinking.append(message["thinking"])
-            produced = True
-        for index, call in enumerate(message.get("tool_calls") or []):
+        calls = message.get("tool_calls") or []
+        for index, call in enumerate(calls):
             fn = call.get("function") or {}
             args, raw = parse_arguments(fn.get("arguments"))
             call_id = call.get("id") or f"call_{len(self.calls) + index}"
             self.calls.append(ToolCall(call_id, fn.get("name") or "", args, raw))
-            produced = content_now = True
+        produced, content_now = self.split.take(
+            text=message.get("content") or "",
+            reasoning=message.get("thinking") or "",
+            tool_call=bool(calls),
+        )
         if event.get("done"):
             self.done = True
             self.final = event
         return produced, content_now
 
-    def apply(self, result: ChatResponse) -> None:
-        content, think = self.splitter.finish()
-        result.content = content
-        result.reasoning = "".join(self.thinking).strip() or think
+    def apply(self, result: ChatResponse, timing: StreamTiming | None = None) -> None:
+        result.content, result.reasoning = self.split.finish(timing)
+        result.ended_in_reasoning = self.split.ended_in_reasoning
         result.tool_calls = self.calls
         result.model = self.model
         final = self.final

@@ -14,12 +14,11 @@ from .base import (
     ChatRequest,
     ChatResponse,
     ChunkCallback,
+    OutputSplit,
     ServerTimings,
     StreamTiming,
-    ThinkSplitter,
     ToolCall,
     parse_arguments,
-    split_think,
 )
 
 
@@ -79,12 +78,13 @@ class OpenAIProvider:
         except (ValueError, AttributeError, IndexError) as exc:
             raise ProtocolError("chat completion answer is not OpenAI-shaped") from exc
         result = ChatResponse(model=data.get("model"), wall_ms=wall_ms, streamed=False)
-        content = message.get("content") or ""
-        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
-        if "<think>" in content or "</think>" in content:
-            content, think = split_think(content)
-            reasoning = "\n".join(part for part in (reasoning, think) if part)
-        result.content, result.reasoning = content, reasoning
+        split = OutputSplit()
+        split.take(
+            text=message.get("content") or "",
+            reasoning=message.get("reasoning_content") or message.get("reasoning") or "",
+        )
+        result.content, result.reasoning = split.finish()
+        result.ended_in_reasoning = split.ended_in_reasoning
         for index, call in enumerate(message.get("tool_calls") or []):
             fn = call.get("function") or {}
             args, raw = parse_arguments(fn.get("arguments"))
@@ -152,8 +152,7 @@ class _Stream:
     t_sent: float = 0.0
     result: ChatResponse = field(default_factory=lambda: ChatResponse(streamed=True))
     timing: StreamTiming = field(default_factory=StreamTiming)
-    splitter: ThinkSplitter = field(default_factory=ThinkSplitter)
-    reasoning_parts: list[str] = field(default_factory=list)
+    split: OutputSplit = field(default_factory=OutputSplit)
     calls: dict[int, dict] = field(default_factory=dict)
     usage: dict | None = None
     timings: dict | None = None
@@ -166,18 +165,15 @@ class _Stream:
         produced = content_now = False
         for choice in event.get("choices") or []:
             delta = choice.get("delta") or {}
-            text = delta.get("content") or ""
-            reason = delta.get("reasoning_content") or delta.get("reasoning") or ""
-            if text:
-                answer, _ = self.splitter.feed(text)
-                content_now = content_now or bool(answer)
-                produced = True
-            if reason:
-                self.reasoning_parts.append(reason)
-                produced = True
-            for call in delta.get("tool_calls") or []:
+            calls = delta.get("tool_calls") or []
+            for call in calls:
                 _merge_tool_delta(self.calls, call)
-                produced = content_now = True
+            output, answer = self.split.take(
+                text=delta.get("content") or "",
+                reasoning=delta.get("reasoning_content") or delta.get("reasoning") or "",
+                tool_call=bool(calls),
+            )
+            produced, content_now = produced or output, content_now or answer
             if choice.get("finish_reason"):
                 self.result.finish_reason = choice["finish_reason"]
         if produced:
@@ -190,11 +186,8 @@ class _Stream:
 
     def response(self) -> ChatResponse:
         result = self.result
-        content, think = self.splitter.finish()
-        result.content = content
-        result.reasoning = "".join(self.reasoning_parts).strip() or think
-        if self.reasoning_parts and think:
-            result.reasoning = result.reasoning + "\n" + think
+        result.content, result.reasoning = self.split.finish(self.timing)
+        result.ended_in_reasoning = self.split.ended_in_reasoning
         result.tool_calls = [_finish_tool_call(i, c) for i, c in sorted(self.calls.items())]
         _apply_usage(result, self.usage)
         result.server = _timings(self.timings)

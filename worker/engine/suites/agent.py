@@ -20,6 +20,7 @@ from collections.abc import Callable
 from ...contract import TaskRecord
 from ..errors import EngineError
 from ..providers.base import ChatRequest, ChatResponse, ToolCall
+from ..reasoning import TRUNCATED_IN_REASONING_HINT, truncated_in_reasoning
 from .base import OUTPUT_LIMIT, RunContext, Suite, Verdict, task_record
 from .common import normalise
 from .toolcall import call_credit
@@ -225,6 +226,10 @@ class AgentSuite(Suite):
             if last.finish_reason == "length"
             else ("pass" if verdict.passed else "fail"),
         }
+        if truncated_in_reasoning(last):
+            details["truncated_in_reasoning"] = True
+            details["evaluation_status"] = "truncated_in_reasoning"
+            details["hint"] = TRUNCATED_IN_REASONING_HINT
         return task_record(
             task,
             self.name,
@@ -237,5 +242,5 @@ class AgentSuite(Suite):
             error=error,
             execution_ok=stop_reason != "provider_error",
             finish_reason=last.finish_reason,
-            metadata={"verdict": details},
+            metadata={"verdict": details, "truncated_in_reasoning": truncated_in_reasoning(last)},
         )

@@ -17,6 +17,7 @@ from typing import Any
 from ...contract import RunEvent, TaskRecord
 from ..errors import EngineError
 from ..providers.base import ChatRequest, ChatResponse, Provider
+from ..reasoning import OutputLimits, reasoning_metrics
 
 OUTPUT_LIMIT = 500
 
@@ -106,13 +107,16 @@ class Suite:
     def __repr__(self) -> str:
         return f"<Suite {self.name} v{self.version}: {len(self.tasks)} tasks>"
 
-    def effective_tasks(self, max_tokens_cap: int | None = None) -> list[dict]:
-        """Tasks with suite defaults and the run's max-token cap applied (the manifest input)."""
+    # Whether the thinking budget applies: quality tasks think, speed's fixed lengths do not.
+    thinks = True
+
+    def effective_tasks(self, limits: OutputLimits | None = None) -> list[dict]:
+        """Tasks with suite defaults and the run's output limits applied (the manifest input)."""
         out = []
         for task in self.tasks:
             config = {**self.defaults, **task.get("config", {})}
-            if max_tokens_cap is not None and "max_tokens" in config:
-                config["max_tokens"] = min(config["max_tokens"], max_tokens_cap)
+            if limits is not None:
+                config = limits.apply(config, thinks=self.thinks)
             out.append({**task, "config": config})
         return out
 
@@ -163,6 +167,8 @@ class Suite:
             metadata={
                 "verdict": verdict.details,
                 "reasoning_chars": len(response.reasoning),
+                "ttft_ms": response.timing.first_token_ms if response.timing else None,
+                **reasoning_metrics(response),
                 "tool_calls": [
                     {"name": c.name, "arguments": c.arguments} for c in response.tool_calls
                 ],

@@ -6,6 +6,7 @@ import json
 import re
 
 from ..providers.base import ChatResponse
+from ..reasoning import TRUNCATED_IN_REASONING_HINT, truncated_in_reasoning
 from .base import Verdict
 
 PASS_AT = 85.0
@@ -26,12 +27,18 @@ def finish(
     """Build the verdict; an answer cut off by ``max_tokens`` is marked truncated and cannot pass.
 
     The score of what arrived is kept (partial credit stays visible), but ``passed`` is false and
-    the status says ``truncated`` so a cut-off answer is never reported as complete.
+    the status says ``truncated`` so a cut-off answer is never reported as complete, or
+    ``truncated_in_reasoning`` (with a hint) when the limit fell before the answer began.
     """
     score = round(max(0.0, min(100.0, float(score))), 2)
     truncated = response.finish_reason == "length"
     details = {**details, "truncated": truncated, "finish_reason": response.finish_reason}
     details["evaluation_status"] = "truncated" if truncated else evaluation_status(score)
+    if truncated_in_reasoning(response):
+        # Cut off before any answer: a budget too small, not a wrong answer (docs/metrics.md).
+        details["truncated_in_reasoning"] = True
+        details["evaluation_status"] = "truncated_in_reasoning"
+        details["hint"] = TRUNCATED_IN_REASONING_HINT
     return Verdict(score=score, passed=score >= pass_at and not truncated, details=details)
 
 

@@ -11,6 +11,7 @@ import re
 
 from ...contract import TaskRecord
 from ..providers.base import ChatResponse
+from ..reasoning import OutputLimits
 from .base import RunContext, Suite, Verdict
 from .common import finish
 
@@ -81,9 +82,9 @@ def build_context(target_tokens: int, position: float, needle: str) -> str:
 class LongContextSuite(Suite):
     """Expands ``{{CONTEXT}}`` in each task and turns context overflows into skips."""
 
-    def effective_tasks(self, max_tokens_cap: int | None = None) -> list[dict]:
+    def effective_tasks(self, limits: OutputLimits | None = None) -> list[dict]:
         out = []
-        for task in super().effective_tasks(max_tokens_cap):
+        for task in super().effective_tasks(limits):
             meta = task["metadata"]
             needle = f"Project Aurora access code is {task['validation']['code']}."
             context = build_context(meta["target_tokens"], meta["needle_position"], needle)

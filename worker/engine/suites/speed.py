@@ -30,6 +30,9 @@ def _median(values: list) -> float | None:
 class SpeedSuite(Suite):
     """Nine tasks: ~128/512/2048-token prompts × 32/128/512-token outputs."""
 
+    # Its output lengths are what it measures: no thinking budget, --max-tokens only lowers.
+    thinks = False
+
     def prepare(self, ctx: RunContext) -> None:
         """Two excluded warm-up requests that also measure prompt overhead and tokens per word.
 

@@ -71,7 +71,15 @@ def free_port() -> int:
 
 
 def serve(
-    port: int, *, n_ctx: int, threads: int, api_key: str | None, tools_template: bool
+    port: int,
+    *,
+    n_ctx: int,
+    threads: int,
+    api_key: str | None,
+    tools_template: bool,
+    grammar: str | None = None,
+    reasoning_format: str | None = None,
+    chat_template: str | None = None,
 ) -> None:
     """Run the server in this process until it is killed."""
     import xllamacpp  # imported here so the module can be imported without the wheel
@@ -89,12 +97,32 @@ def serve(
     params.endpoint_metrics = True
     if api_key:
         params.api_keys = [api_key]
-    if tools_template:
+    if chat_template:
+        params.chat_template = chat_template
+    elif tools_template:
         params.chat_template = CHATML_TOOLS_TEMPLATE
+    _reasoning_options(xllamacpp, params, grammar, reasoning_format)
     server = xllamacpp.Server(params)  # noqa: F841 - listens for as long as the object lives
     print(f"listening on http://127.0.0.1:{port}", flush=True)
     while True:
         time.sleep(3600)
+
+
+def _reasoning_options(
+    xllamacpp, params, grammar: str | None, reasoning_format: str | None
+) -> None:
+    """A server-wide GBNF grammar (every answer follows it unless a request sends its own) and
+    llama.cpp's reasoning parser: "none" leaves <think> inline, "deepseek" sends it as
+    reasoning_content. The reasoning tests use both to make a model think first."""
+    if grammar:
+        sampling = params.sampling
+        sampling.grammar = xllamacpp.CommonGrammar(
+            type=xllamacpp.common_grammar_type.COMMON_GRAMMAR_TYPE_USER, grammar=grammar
+        )
+        params.sampling = sampling
+    if reasoning_format:
+        name = f"COMMON_REASONING_FORMAT_{reasoning_format.upper()}"
+        params.reasoning_format = getattr(xllamacpp.common_reasoning_format, name)
 
 
 @dataclass
@@ -137,6 +165,9 @@ def start_server(
     tools_template: bool = True,
     log_dir: Path | None = None,
     timeout: float = 60.0,
+    grammar_file: Path | None = None,
+    reasoning_format: str | None = None,
+    chat_template_file: Path | None = None,
 ) -> ServerHandle:
     """Spawn a launcher process and wait until ``/health`` answers 200."""
     port = port or free_port()
@@ -148,6 +179,12 @@ def start_server(
         cmd += ["--api-key", api_key]
     if not tools_template:
         cmd.append("--plain-template")
+    if grammar_file is not None:
+        cmd += ["--grammar-file", str(grammar_file)]
+    if reasoning_format:
+        cmd += ["--reasoning-format", reasoning_format]
+    if chat_template_file is not None:
+        cmd += ["--chat-template-file", str(chat_template_file)]
     root = Path(__file__).resolve().parents[3]
     env = {
         **os.environ,
@@ -179,6 +216,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--plain-template", action="store_true", help="use the model's template")
+    parser.add_argument("--grammar-file", type=Path, help="a GBNF grammar for every answer")
+    parser.add_argument("--chat-template-file", type=Path, help="a Jinja chat template")
+    parser.add_argument(
+        "--reasoning-format",
+        choices=("none", "auto", "deepseek"),
+        help="llama.cpp's reasoning parser (none: <think> stays in the content)",
+    )
     args = parser.parse_args(argv)
     serve(
         args.port,
@@ -186,6 +230,9 @@ def main(argv: list[str] | None = None) -> None:
         threads=args.threads,
         api_key=args.api_key,
         tools_template=not args.plain_template,
+        grammar=args.grammar_file.read_text() if args.grammar_file else None,
+        reasoning_format=args.reasoning_format,
+        chat_template=args.chat_template_file.read_text() if args.chat_template_file else None,
     )
 
 

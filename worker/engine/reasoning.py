@@ -1,0 +1,131 @@
+"""Reasoning models: each task's output limit with its thinking budget, the reasoning/answer
+token split, and truncation inside the thinking (docs/metrics.md, "Reasoning models")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .providers.base import ChatResponse
+
+# No request asks for more output than this, whatever --max-tokens and --thinking-budget say.
+MAX_TOKENS_CEILING = 32768
+# The thinking budget of a model whose warm-up answer reasoned, unless --thinking-budget is given.
+DEFAULT_THINKING_BUDGET = 2048
+TRUNCATED_IN_REASONING_HINT = (
+    "The answer was cut off while the model was still thinking; "
+    "raise --thinking-budget (or --max-tokens) to give it room to answer."
+)
+# The chars-per-token share used only when neither the server nor the stream counts tokens.
+_CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class OutputLimits:
+    """The run's output limits: ``max_tokens`` (--max-tokens) replaces each task's answer cap,
+    raising or lowering it; ``thinking_budget`` is added to it for quality tasks. Every limit
+    stays under MAX_TOKENS_CEILING and under the server's context where that is known."""
+
+    max_tokens: int | None = None
+    thinking_budget: int = 0
+    context_length: int | None = None
+
+    @property
+    def ceiling(self) -> int:
+        if self.context_length:
+            return min(MAX_TOKENS_CEILING, self.context_length)
+        return MAX_TOKENS_CEILING
+
+    def apply(self, config: dict[str, Any], *, thinks: bool = True) -> dict[str, Any]:
+        """A task's config with these limits. ``thinks`` is false for the speed suite, whose
+        output lengths define what it measures: --max-tokens only lowers them, with no budget.
+
+        A task the run leaves as it is keeps its config unchanged (today's manifests hold);
+        one with a budget records its answer cap and budget beside the request limit.
+        """
+        if "max_tokens" not in config:
+            return config
+        own = int(config["max_tokens"])
+        if not thinks:
+            answer = own if self.max_tokens is None else min(own, self.max_tokens)
+            return config if answer == own else {**config, "max_tokens": answer}
+        answer = own if self.max_tokens is None else self.max_tokens
+        limit = min(answer + self.thinking_budget, self.ceiling)
+        if limit == own and not self.thinking_budget:
+            return config
+        out = {**config, "max_tokens": limit}
+        if self.thinking_budget:
+            out["answer_max_tokens"] = answer
+            out["thinking_budget"] = self.thinking_budget
+        return out
+
+
+def chosen_budget(settings: dict[str, Any]) -> int | None:
+    """A thinking budget the options set that differs from the automatic one (0, or the
+    default for a model that reasons), read from a bundle's settings; None if there is none."""
+    budget = settings.get("thinking_budget")
+    if settings.get("thinking_budget_source") != "option" or not isinstance(budget, int):
+        return None
+    automatic = DEFAULT_THINKING_BUDGET if settings.get("reasoning_detected") is True else 0
+    return None if budget == automatic else budget
+
+
+def reasons(response: ChatResponse) -> bool:
+    """Whether an answer shows a model that reasons: reasoning text, or an open <think>."""
+    return bool(response.reasoning.strip()) or response.ended_in_reasoning
+
+
+def truncated_in_reasoning(response: ChatResponse) -> bool:
+    """A "length" finish before any answer: the limit cut the thinking, not the answer."""
+    if response.finish_reason != "length" or response.tool_calls:
+        return False
+    no_answer = not response.content.strip() and bool(response.reasoning.strip())
+    return response.ended_in_reasoning or no_answer
+
+
+def token_split(response: ChatResponse) -> dict[str, Any]:
+    """Reasoning and answer tokens of one answer, and where the split comes from.
+
+    "server": the server's ``completion_tokens_details.reasoning_tokens``; "stream": output
+    events of each kind (about one token each on llama.cpp and Ollama); "estimated": the
+    completion count shared by characters (a non-streamed answer from a server that gives none).
+    """
+    completion = response.completion_tokens
+    timing = response.timing
+    server = response.reasoning_tokens
+    streamed_reasoning = timing.reasoning_events if timing is not None else 0
+    # A server that always says 0 (some do) is not believed against reasoning seen in the stream.
+    if server is not None and (server > 0 or not streamed_reasoning):
+        answer = completion - server if completion is not None else None
+        return _split(server, answer, "server")
+    if timing is not None and timing.token_chunk_ms:
+        return _split(timing.reasoning_events, timing.answer_events, "stream")
+    reasoning_chars, answer_chars = len(response.reasoning), len(response.content)
+    if not reasoning_chars:
+        return _split(0, completion, "estimated")
+    if completion:
+        share = reasoning_chars / (reasoning_chars + answer_chars)
+        estimate = round(completion * share)
+        return _split(estimate, completion - estimate, "estimated")
+    return _split(
+        -(-reasoning_chars // _CHARS_PER_TOKEN), -(-answer_chars // _CHARS_PER_TOKEN), "estimated"
+    )
+
+
+def _split(reasoning: int, answer: int | None, source: str) -> dict[str, Any]:
+    return {
+        "reasoning_tokens": reasoning,
+        "answer_tokens": answer,
+        "reasoning_token_source": source,
+    }
+
+
+def reasoning_metrics(response: ChatResponse) -> dict[str, Any]:
+    """The keys every task record and speed trial carries about reasoning."""
+    timing = response.timing
+    first_answer = timing.first_content_ms if timing is not None else None
+    return {
+        **token_split(response),
+        "ttft_answer_ms": None if first_answer is None else round(first_answer, 3),
+        "truncated_in_reasoning": truncated_in_reasoning(response),
+    }

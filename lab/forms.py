@@ -76,7 +76,7 @@ class JobForm(forms.ModelForm):
             "profile": "Profile",
             "trials": "Speed trials",
             "harness": "Tool-call harness",
-            "max_tokens": "Reply token cap",
+            "max_tokens": "Answer token limit",
             "pool": "Pool",
             "priority": "Priority",
         }
@@ -90,6 +90,9 @@ class JobForm(forms.ModelForm):
             "model_path": "The GGUF file's path on the host.",
             "pool": "Only pools an approved host serves; not needed when you pick a server.",
             "priority": "0 (low) to 9 (high).",
+            "max_tokens": "Sets every quality task's answer limit, up or down (at most 32768; "
+            "speed tasks are only lowered); the run is then not comparable. A model that "
+            "reasons gets its thinking budget on top automatically.",
         }
         widgets = {
             "target": forms.RadioSelect,

@@ -60,3 +60,17 @@ def test_info_reports_the_code_sandbox(bench_home, capsys, monkeypatch):
     monkeypatch.setattr("worker.cli.out", Console(width=400, highlight=False))
     assert main(["info"]) == 0
     assert f"Code sandbox: os · {sandbox['detail']}" in capsys.readouterr().out
+
+
+def test_info_describes_the_thinking_budget_the_token_split_and_the_first_answer_token(
+    bench_home, capsys, monkeypatch
+):
+    assert main(["info", "--json"]) == 0
+    reasoning = json.loads(capsys.readouterr().out)["reasoning"]
+    assert (reasoning["default_thinking_budget"], reasoning["max_tokens_ceiling"]) == (2048, 32768)
+    monkeypatch.setattr("worker.cli.out", Console(width=220, highlight=False))
+    assert main(["info"]) == 0
+    text = capsys.readouterr().out
+    assert "Reasoning models" in text
+    for phrase in ("--thinking-budget N", "reasoning_token_source", "ttft_answer_ms"):
+        assert phrase in text, phrase

@@ -231,3 +231,30 @@ def test_limits_out_of_range_are_refused_before_any_request(flags, bench_home, c
     # Port 9 (discard) has no server: the refusal comes before any connection is tried.
     assert main(["run", "--url", "http://127.0.0.1:9", *flags]) == 2
     assert "must be between" in capsys.readouterr().err
+
+
+def test_ollamas_thinking_field_and_inline_tags_are_counted_the_same_way():
+    from worker.engine.providers.ollama import _State
+
+    state = _State()
+    lines = [
+        {"message": {"thinking": "Nine "}},
+        {"message": {"thinking": "marbles."}},
+        {"message": {"content": "<think>"}},
+        {"message": {"content": "again"}},
+        {"message": {"content": "</think>"}},
+        {"message": {"content": "ANSWER: 9"}},
+        {"done": True, "done_reason": "stop", "eval_count": 6, "prompt_eval_count": 20},
+    ]
+    for line in lines:
+        state.add(line)
+    timing = StreamTiming(token_chunk_ms=[1.0] * 6)
+    response = ChatResponse(timing=timing)
+    state.apply(response, timing)
+    assert (response.content, response.reasoning) == ("ANSWER: 9", "Nine marbles.\nagain")
+    assert token_split(response) == {
+        "reasoning_tokens": 5,
+        "answer_tokens": 1,
+        "reasoning_token_source": "stream",
+    }
+    assert response.ended_in_reasoning is False

@@ -156,20 +156,19 @@ def reasoning_lines(bundle: Mapping[str, Any]) -> list[str]:
         sources = sorted(
             {str(m.get("reasoning_token_source")) for m in metas if m.get("reasoning_tokens")}
         )
+        counted = f"{len(tasks)} quality task" + ("" if len(tasks) == 1 else "s")
         lines.append(
-            f"reasoning: {reasoning} tokens, answers: {answer} tokens over {len(tasks)} "
-            f"quality tasks (counted by {', '.join(sources)})"
+            f"reasoning: {reasoning} tokens, answers: {answer} tokens over {counted} "
+            f"(counted by {', '.join(sources)})"
         )
     ttft = _median([m["ttft_ms"] for m in metas if isinstance(m.get("ttft_ms"), int | float)])
     first = _median(
         [m["ttft_answer_ms"] for m in metas if isinstance(m.get("ttft_answer_ms"), int | float)]
     )
     if ttft is not None:
-        answer_at = "no answer" if first is None else fmt_unit(first, "ms") + " ms"
+        answer_at = "none came" if first is None else fmt_unit(first, "ms") + " ms after sending"
         ttft_text = fmt_unit(ttft, "ms")
-        lines.append(
-            f"first answer token: {answer_at} after sending (TTFT {ttft_text} ms), medians"
-        )
+        lines.append(f"first answer token: {answer_at} (TTFT {ttft_text} ms), medians")
     cut = sum(1 for m in metas if m.get("truncated_in_reasoning"))
     if cut:
         lines.append(

@@ -35,6 +35,13 @@ def test_the_methodology_page_states_the_formulas(client: Client) -> None:
     assert "0.55 × quality + 0.20 × speed + 0.25 × reliability" in html
     for word in ("pending", "approved", "rejected", "flagged", "withdraw", "trusted"):
         assert word in html
+    # Reasoning models: the budget, the token split and the first answer token (issue 17).
+    for phrase in (
+        "Time to first answer token",
+        "thinking budget",
+        "<code>--thinking-budget</code>",
+    ):
+        assert phrase in html, phrase
 
 
 def test_the_model_page_lists_its_stacks(client: Client, django_assert_num_queries) -> None:

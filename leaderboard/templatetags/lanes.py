@@ -34,6 +34,36 @@ def ci(value: Interval | None, digits: int = 1) -> str:
 
 
 @register.filter
+def run_figure(value, digits: int = 1) -> str:
+    """One run's figure (leaderboard.sweeps.Figure) as HTML: its median with a 95% interval
+    and its n (trials or requests), or the mean where n is too small for a median."""
+    if value is None:
+        return mark_safe('<span class="muted">—</span>')
+    n = f"n = {value.n}"
+    if value.median is None:
+        return format_html(
+            '<span class="median-value">{}</span> <span class="ci">mean · {}</span>',
+            _fmt(value.mean, digits),
+            n,
+        )
+    if value.low is None:
+        return format_html(
+            '<span class="median-value">{}</span> <span class="ci">median · {}</span>',
+            _fmt(value.median, digits),
+            n,
+        )
+    covers = f", covers {value.coverage:.0%}" if value.coverage else ""
+    return format_html(
+        '<span class="median-value">{}</span> <span class="ci">95% CI {}–{}{} · {}</span>',
+        _fmt(value.median, digits),
+        _fmt(value.low, digits),
+        _fmt(value.high, digits),
+        covers,
+        n,
+    )
+
+
+@register.filter
 def ci_text(value: Interval | None, digits: int = 1) -> str:
     """The same as plain text (for titles, descriptions and share images)."""
     if value is None or value.n == 0:

@@ -271,7 +271,6 @@ class Row:
     values: list[float]  # the runs' own headline figures, listed where n is too small
     not_measured: list[NotMeasured]
     tail_label: str = ""
-    slots: str = ""
 
 
 @dataclass
@@ -283,6 +282,12 @@ class Group:
     setup: Setup
     runs: int
     rows: list[Row]
+    slots: str = ""  # the server slot counts the runs reported (concurrency)
+
+    @property
+    def notes(self) -> list[tuple[str, NotMeasured]]:
+        """(cell label, why) for every cell some run skipped or failed."""
+        return [(row.label, item) for row in self.rows for item in row.not_measured]
 
 
 @dataclass
@@ -326,10 +331,9 @@ def _depth_row(depth: int, cells: list[DepthCell]) -> Row:
     )
 
 
-def _streams_row(streams: int, cells: list[StreamsCell], slots: list[int | None]) -> Row:
+def _streams_row(streams: int, cells: list[StreamsCell]) -> Row:
     measured = [c for c in cells if c.status == "measured"]
     labels = {c.tail_label for c in measured if c.ttft_tail is not None}
-    reported = sorted({s for s in slots if s is not None})
     return Row(
         key=streams,
         label=str(streams),
@@ -343,12 +347,11 @@ def _streams_row(streams: int, cells: list[StreamsCell], slots: list[int | None]
         values=sorted(c.aggregate for c in measured if c.aggregate is not None)[:MAX_VALUES],
         not_measured=_reasons(cells),
         tail_label=" or ".join(sorted(labels - {""})) or "tail",
-        slots=", ".join(str(s) for s in reported),
     )
 
 
 def _groups(rows: list[dict], found: dict[int, RunSweeps], part: str) -> list[tuple]:
-    """(class label, slug, setup, [(sweep, run's slots)]) per class and setup, most runs first."""
+    """(class label, slug, setup, its sweeps) per class and setup, most runs first."""
     grouped: dict[tuple, list] = defaultdict(list)
     labels = {}
     for row in rows:
@@ -380,13 +383,12 @@ def _depth_group(label: str, slug: str, setup: Setup, sweeps: list[DepthSweep]) 
 
 def _streams_group(label: str, slug: str, setup: Setup, sweeps: list[ConcurrencySweep]) -> Group:
     cells: dict[int, list[StreamsCell]] = defaultdict(list)
-    slots: dict[int, list[int | None]] = defaultdict(list)
     for sweep in sweeps:
         for cell in sweep.cells:
             cells[cell.streams].append(cell)
-            slots[cell.streams].append(sweep.server_slots)
-    rows = [_streams_row(n, cells[n], slots[n]) for n in sorted(cells)]
-    return Group(label, slug, setup, len(sweeps), rows)
+    rows = [_streams_row(n, cells[n]) for n in sorted(cells)]
+    slots = sorted({s.server_slots for s in sweeps if s.server_slots is not None})
+    return Group(label, slug, setup, len(sweeps), rows, ", ".join(str(n) for n in slots))
 
 
 def _chart(groups: list[Group], name: str, unit: str) -> charts.TrendLines | None:

@@ -52,13 +52,14 @@ def run_figure(value, digits: int = 1) -> str:
             _fmt(value.median, digits),
             n,
         )
-    covers = f", covers {value.coverage:.0%}" if value.coverage else ""
+    # With few trials the widest interval (min to max) covers less than 95%: say what it covers.
+    level = f"{value.coverage:.0%}" if value.coverage else "95%"
     return format_html(
-        '<span class="median-value">{}</span> <span class="ci">95% CI {}–{}{} · {}</span>',
+        '<span class="median-value">{}</span> <span class="ci">{} CI {}–{} · {}</span>',
         _fmt(value.median, digits),
+        level,
         _fmt(value.low, digits),
         _fmt(value.high, digits),
-        covers,
         n,
     )
 

@@ -46,10 +46,25 @@ def _section(html: str) -> str:
 
 def _table(section: str, kind: str, slug: str) -> str:
     match = re.search(
-        rf'<table class="[^"]*{kind}-table" data-class="{slug}">.*?</table>', section, re.S
+        rf'<table class="[^"]*{kind}-table" data-class="{slug}"[^>]*>.*?</table>', section, re.S
     )
     assert match, (kind, slug)
     return match.group(0)
+
+
+def _caption(section: str, kind: str, place: int) -> str:
+    """The caption of the place-th table of a kind (groups come most runs first)."""
+    match = re.search(rf'<p class="sweep-caption" id="{kind}-{place}">.*?</p>', section, re.S)
+    assert match, (kind, place)
+    return re.sub(r"\s+", " ", match.group(0))
+
+
+def _notes(section: str, table: str) -> str:
+    """The list of cells not measured that follows a table."""
+    after = section[section.index(table) + len(table) :]
+    notes = after[: after.index("</ul>")]
+    assert "<table" not in notes and '<ul class="sweep-notes"' in notes
+    return notes
 
 
 def _row(table: str, attribute: str, key: int) -> str:
@@ -61,7 +76,9 @@ def _row(table: str, attribute: str, key: int) -> str:
 def test_depth_figures_are_medians_over_the_classes_own_runs(client: Client) -> None:
     section = _section(client.get(f"/stacks/{_stack()}/").content.decode())
     rtx = _table(section, "depth", "rtx-4090")
-    assert "3 runs with the depth sweep" in rtx and "512 prompt and 128 output tokens" in rtx
+    caption = _caption(section, "depth", 1)
+    assert "RTX 4090 24 GB" in caption and "3 runs with the depth sweep" in caption
+    assert "512 prompt and 128 output tokens" in caption
     # 52 is the median of 50, 52 and 54: the H100's 300 and the non-comparable 9000 stay out.
     zero = _row(rtx, "data-depth", 0)
     assert '<td class="num">3</td>' in zero
@@ -69,10 +86,11 @@ def test_depth_figures_are_medians_over_the_classes_own_runs(client: Client) -> 
     assert "1,040" in zero  # prefill: 20 × decode
     assert "46.8</span>" in _row(rtx, "data-depth", 4096)  # 0.9 × 52
     assert ">16K<" in rtx and ">4K<" in rtx
-    skipped = _row(rtx, "data-depth", 32768)
-    assert f"skipped in 3 runs: {SKIPPED}" in skipped and ">32K<" in skipped
+    assert '<td class="num">0</td>' in _row(rtx, "data-depth", 32768)
+    assert f"<strong>32K</strong>: skipped in 3 runs: {SKIPPED}" in _notes(section, rtx)
     h100 = _table(section, "depth", "h100")
-    assert "1 run with the depth sweep" in h100
+    assert "H100 80 GB" in _caption(section, "depth", 2)
+    assert "1 run with the depth sweep" in _caption(section, "depth", 2)
     assert "n too small" in _row(h100, "data-depth", 0) and "runs: 300.0" in h100
 
 
@@ -95,10 +113,12 @@ def test_the_concurrency_table_has_aggregate_per_stream_ttft_tail_and_slots(
     assert "83.2</span>" in two  # aggregate: 2 streams × 0.8 × 52
     assert "41.6</span>" in two  # per stream: 0.8 × 52
     assert ">80</span>" in two and ">120</span>" in two and "(max)" in two
-    assert '<td class="num">4</td>' in two  # the server's slots
-    assert f"failed in 3 runs: {FAILED}" in _row(rtx, "data-streams", 8)
+    assert "server slots: 4" in _caption(section, "streams", 1)
+    assert f"<strong>8 streams</strong>: failed in 3 runs: {FAILED}" in _notes(section, rtx)
     h100 = _table(section, "streams", "h100")
-    assert "not reported" in _row(h100, "data-streams", 1)
+    one = _row(h100, "data-streams", 1)
+    assert '<td class="num">1</td>' in one and "n too small" in one and "runs: 240.0" in one
+    assert "server slots: not reported" in _caption(section, "streams", 2)
 
 
 def test_without_sweeps_both_pages_say_not_measured(client: Client) -> None:
@@ -113,7 +133,7 @@ def test_the_run_page_shows_its_own_cells_with_n_and_reasons(client: Client) -> 
     (run,) = on_class("rtx-4090", _run("rtx-4090", {"sweeps": valid(sweeps(50.0))}))
     section = _section(client.get(f"/runs/{run.id}/").content.decode())
     zero = _row(section, "data-depth", 0)
-    assert '50.0</span> <span class="ci">95% CI 49.0–51.0, covers 75% · n = 3' in zero
+    assert '50.0</span> <span class="ci">75% CI 49.0–51.0 · n = 3' in zero
     assert "1,000</span>" in zero and ">0<" in zero
     assert "4,122" in _row(section, "data-depth", 4096)  # the server's count of tokens there
     assert f"skipped: {SKIPPED}" in _row(section, "data-depth", 32768)
@@ -163,6 +183,7 @@ def test_hostile_sweeps_are_dropped_or_escaped_and_never_break_a_page(client: Cl
     assert '<tr data-depth="7">' not in run_page  # an unknown status is not a cell
     stack = _section(client.get(f"/stacks/{runs[0].stack_id}/").content.decode())
     assert "skipped in 3 runs: &lt;script&gt;" in stack
+    assert "HTTP 500" not in stack  # that cell's reason was an object, so it has none
 
 
 def test_the_stack_pages_queries_do_not_grow_with_sweep_runs(

@@ -1,6 +1,6 @@
-"""The stack page's "Speed at depth and under concurrency" in headless Chromium at 390 and 1280
-px, with and without JavaScript: the curves and tables are on screen, the page does not scroll
-sideways, and the tables scroll inside their own frame. Screenshots go to
+""""Speed at depth and under concurrency" on the stack and run pages in headless Chromium at
+390 and 1280 px, with and without JavaScript: the curves and tables are on screen, nothing in the
+section is wider than the page, and axe-core finds nothing serious in it. Screenshots go to
 bench/out/screenshots/sweeps/ (ignored; CI keeps them)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from leaderboard.tests.test_browser import (  # noqa: E402,F401  (shared fixture
     _sync_code_beside_an_event_loop,
     browser,
 )
+from leaderboard.tests.test_browser_axe import RUN_AXE, axe_script  # noqa: E402,F401
 
 pytestmark = pytest.mark.browser
 SHOTS = SCREENSHOTS / "sweeps"
@@ -71,3 +72,18 @@ def test_the_sweeps_fit_a_phone_and_a_desktop(live_server, browser, javascript) 
                 section.screenshot(path=str(SHOTS / f"{shot}-sweeps-{name}-{width}.png"))
         finally:
             context.close()
+
+
+def test_axe_finds_nothing_serious_in_the_sweeps(live_server, browser, axe_script) -> None:  # noqa: F811
+    stack_id, run_id = _runs()
+    findings = []
+    for width in (390, 1280):
+        context = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=True)
+        page = context.new_page()
+        for path in (f"/stacks/{stack_id}/", f"/runs/{run_id}/"):
+            page.goto(f"{live_server.url}{path}")
+            page.add_script_tag(path=str(axe_script))
+            for v in page.evaluate(RUN_AXE):
+                findings.append(f"{path} {width}px: {v['impact']} {v['id']} at {v['targets']}")
+        context.close()
+    assert not findings, "\n".join(findings)

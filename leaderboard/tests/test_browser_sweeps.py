@@ -1,4 +1,4 @@
-""""Speed at depth and under concurrency" on the stack and run pages in headless Chromium at
+"""The sweeps ("Speed at depth and under concurrency") of the stack and run pages in Chromium at
 390 and 1280 px, with and without JavaScript: the curves and tables are on screen, nothing in the
 section is wider than the page, and axe-core finds nothing serious in it. Screenshots go to
 bench/out/screenshots/sweeps/ (ignored; CI keeps them)."""

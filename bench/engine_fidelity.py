@@ -1,160 +1,254 @@
-"""How close is the engine's client-side speed measurement to the server's own clock?
+"""Our engine and llama-benchy against the same llama.cpp server, each request held against the
+server's own timings (issue 17, Must show 1).
 
-Sends streamed requests (unique nonce each, fixed output length) to a real llama.cpp server and
-compares, per request:
-  * our decode tok/s (TPOT over N-1 token intervals) with llama.cpp's predicted_per_second;
-  * our TTFT with the server's prompt_ms (the gap is HTTP, template, tokenisation, first write);
-  * our client's CPU time per streamed token;
-and, on the same prompts, the naive non-streamed method (completion tokens / wall time).
+Rounds alternate which tool goes first; within a round each prompt size gets `--runs` requests
+from each tool. Every request is matched to what the server measured for it:
+  * ours: the streamed answer's own `timings` block (prompt_n, prompt_ms, predicted_*);
+  * llama-benchy: the difference of llama.cpp's /metrics counters (prompt tokens and seconds,
+    predicted tokens and seconds) taken by its --post-run-cmd after each of its runs.
+Per request: prefill ÷ the server's prompt rate, decode ÷ the server's predicted rate, and for
+ours the client's share of TTFT (worker.engine.metrics.ttft_split).
 
-    .venv/bin/python bench/engine_fidelity.py                 # starts its own SmolLM2 server
-    .venv/bin/python bench/engine_fidelity.py --url http://127.0.0.1:8080 --requests 30
+    .venv/bin/python bench/engine_fidelity.py                      # starts its own SmolLM2 server
+    .venv/bin/python bench/engine_fidelity.py --rounds 3 --runs 3 --out /tmp/fidelity.json
+
+llama-benchy 0.4.0 runs from its own virtualenv (--benchy-python; `pip install llama-benchy==0.4.0
+gguf==0.19.0` there): its tokenizer is rebuilt from the GGUF (bench/benchy_tools.py) and its
+corpus, normally a downloaded book, is our filler text under a private $HOME.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import platform
+import re
+import subprocess
 import sys
-import time
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.engine.detect import detect_endpoint, resolve_model  # noqa: E402
-from worker.engine.hardware import detect_hardware  # noqa: E402
 from worker.engine.metrics import request_metrics  # noqa: E402
 from worker.engine.providers import ChatRequest, OpenAIProvider  # noqa: E402
-from worker.engine.stats import summarize  # noqa: E402
-from worker.engine.suites.prompts import new_nonce, speed_messages  # noqa: E402
+from worker.engine.stats import percentile  # noqa: E402
+from worker.engine.suites import RunContext, available_suites  # noqa: E402
+from worker.engine.suites.prompts import filler, new_nonce, speed_messages  # noqa: E402
+from worker.engine.testing.xllama_launcher import MODEL_ALIAS, model_path, start_server  # noqa: E402
 from worker.engine.transport import Transport  # noqa: E402
 
-INSTRUCTION = "From the notes above, write a short report on the week."
-# (filler words, output tokens): ~128- and ~512-token prompts, 64- and 128-token answers.
-SHAPES = [(60, 64), (60, 128), (380, 64), (380, 128)]
+BENCHY_BOOK_URL = "https://www.gutenberg.org/files/1661/1661-0.txt"  # its default --book-url
+METRIC = re.compile(r"^llamacpp:(\w+) ([0-9.eE+-]+)$", re.MULTILINE)
 
 
-def _request(nonce: str, words: int, out_tokens: int) -> ChatRequest:
-    return ChatRequest(
-        messages=speed_messages(nonce, INSTRUCTION, words),
-        max_tokens=out_tokens,
-        temperature=0.0,
-        ignore_eos=True,
-    )
+def _median(values: list[float]) -> float | None:
+    clean = sorted(v for v in values if v is not None)
+    return round(percentile(clean, 0.5), 4) if clean else None
 
 
-def run(url: str, requests: int, warmup: int) -> dict:
-    transport = Transport(url, timeout=300)
-    info = detect_endpoint(transport)
-    model = resolve_model(info, None)
-    provider = OpenAIProvider(transport, model, supports_ignore_eos=info.supports_ignore_eos)
-    for _ in range(warmup):
-        provider.chat_stream(_request(new_nonce(), 60, 16))
-    streamed, naive = [], []
-    for i in range(requests):
-        words, out_tokens = SHAPES[i % len(SHAPES)]
-        cpu0 = time.process_time()
-        response = provider.chat_stream(_request(new_nonce(), words, out_tokens))
-        cpu = time.process_time() - cpu0
+def _p90(values: list[float]) -> float | None:
+    clean = sorted(v for v in values if v is not None)
+    return round(percentile(clean, 0.9), 4) if clean else None
+
+
+class Ours:
+    """Our provider, with prompts sized by the speed suite's own calibration."""
+
+    def __init__(self, url: str):
+        self.provider = OpenAIProvider(
+            Transport(url, timeout=600), MODEL_ALIAS, supports_ignore_eos=True
+        )
+        self.suite = available_suites()["speed"]
+        self.ctx = RunContext(provider=self.provider, trials=1)
+        self.suite.prepare(self.ctx)
+        self.instruction = self.suite.tasks[0]["speed"]["instruction"]
+
+    def request(self, pp: int, tg: int) -> dict:
+        task = {"speed": {"prompt_tokens": pp, "instruction": self.instruction}}
+        words = self.suite._filler_words(task, self.ctx)
+        response = self.provider.chat_stream(
+            ChatRequest(
+                messages=speed_messages(new_nonce(), self.instruction, words),
+                max_tokens=tg,
+                temperature=0.0,
+                ignore_eos=True,
+            )
+        )
         m = request_metrics(response)
-        m["client_cpu_ms_per_token"] = 1000 * cpu / m["completion_tokens"]
-        m["shape"] = [words, out_tokens]
-        streamed.append(m)
-        # The naive method on the same shape: one non-streamed request timed end to end.
-        t0 = time.perf_counter()
-        plain = provider.chat(_request(new_nonce(), words, out_tokens))
-        wall = time.perf_counter() - t0
-        naive_tps = plain.completion_tokens / wall
-        naive.append(
-            {
-                "naive_tps": naive_tps,
-                "server_decode_tps": plain.server.predicted_per_second,
-                "naive_ratio_vs_server": naive_tps / plain.server.predicted_per_second,
-                "shape": [words, out_tokens],
+        return {
+            "prompt_tokens": m["prompt_tokens"],
+            "prefill_ratio": m["prefill_ratio_vs_server"],
+            "decode_ratio": m["decode_ratio_vs_server"],
+            "ttft_ms": m["ttft_ms"],
+            "ttft_minus_prompt_ms": m["ttft_minus_server_prompt_ms"],
+            "ttft_client_ms": m["ttft_client_ms"],
+            "ttft_server_setup_ms": m["ttft_server_setup_ms"],
+            "new_connection": m["timings"]["new_connection"],
+        }
+
+
+def _counters(text: str) -> dict[str, float]:
+    return {name: float(value) for name, value in METRIC.findall(text)}
+
+
+class Benchy:
+    """llama-benchy's own CLI, one invocation per cell, /metrics snapshotted after each run."""
+
+    def __init__(self, url: str, python: str, work: Path):
+        self.url, self.python, self.work = url, python, work
+        self.tokenizer = work / "tokenizer.json"
+        subprocess.run(
+            [python, str(ROOT / "bench" / "benchy_tools.py"), "tokenizer", str(model_path())]
+            + [str(self.tokenizer)],
+            check=True,
+            capture_output=True,
+        )
+        # llama-benchy caches its book under ~/.cache/llama-benchy/md5(url).txt: a private HOME
+        # holding our own text keeps it offline and out of the user's home.
+        self.home = work / "home"
+        cache = self.home / ".cache" / "llama-benchy"
+        cache.mkdir(parents=True, exist_ok=True)
+        name = hashlib.md5(BENCHY_BOOK_URL.encode()).hexdigest()
+        (cache / f"{name}.txt").write_text(filler(60_000), encoding="utf-8")
+        self.version = subprocess.run(
+            [python, "-m", "llama_benchy", "--version"], capture_output=True, text=True
+        ).stdout.strip()
+
+    def cell(self, pp: int, tg: int, runs: int) -> tuple[list[dict], str]:
+        snaps = self.work / f"snaps-{pp}-{os.getpid()}.txt"
+        snaps.unlink(missing_ok=True)
+        out = self.work / f"benchy-{pp}.json"
+        take = f"(curl -s {self.url}/metrics; echo '#SNAP') >> {snaps}"
+        # The first snapshot, before its warm-up run's counters are taken, comes from here.
+        subprocess.run(take, shell=True, check=True)
+        proc = subprocess.run(
+            [self.python, "-m", "llama_benchy", "--base-url", f"{self.url}/v1"]
+            + ["--model", MODEL_ALIAS, "--tokenizer", str(self.tokenizer)]
+            + ["--pp", str(pp), "--tg", str(tg), "--runs", str(runs), "--exact-tg"]
+            + ["--skip-coherence", "--format", "json", "--save-result", str(out)]
+            + ["--post-run-cmd", take],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HOME": str(self.home)},
+        )
+        blocks = [_counters(b) for b in snaps.read_text().split("#SNAP") if b.strip()]
+        # Block 0: before; block 1: after the warm-up run; then one per measured run.
+        deltas = []
+        for before, after in zip(blocks[1:], blocks[2:], strict=False):
+            d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+            deltas.append(d)
+        if proc.returncode != 0 or not out.exists():
+            return [], proc.stdout[-2000:] + proc.stderr[-2000:]
+        report = json.loads(out.read_text())
+        run = next(r for r in report["benchmarks"] if not r["is_context_prefill_phase"])
+        pp_values = (run.get("pp_throughput") or {}).get("values") or []
+        tg_values = (run.get("tg_throughput") or {}).get("values") or []
+        ttft = (run.get("e2e_ttft") or {}).get("values") or []
+        # A run llama-benchy dropped (a refused connection: it prints the error and moves on)
+        # left the counters unchanged; its values list skips it, so skip its delta too.
+        served = [d for d in deltas if d.get("tokens_predicted_total", 0) > 0]
+        dropped = len(deltas) - len(pp_values)
+        rows = []
+        for d, pp_v, tg_v, t in zip(served, pp_values, tg_values, ttft, strict=False):
+            prompt_rate = d["prompt_tokens_total"] / d["prompt_seconds_total"]
+            decode_rate = d["tokens_predicted_total"] / d["tokens_predicted_seconds_total"]
+            rows.append(
+                {
+                    "prompt_tokens_evaluated": d["prompt_tokens_total"],
+                    "prefill_ratio": round(pp_v / prompt_rate, 4),
+                    "decode_ratio": round(tg_v / decode_rate, 4),
+                    "ttft_ms": round(t, 3),
+                    "ttft_minus_prompt_ms": round(t - d["prompt_seconds_total"] * 1000, 3),
+                }
+            )
+        note = f"{dropped} of {len(deltas)} runs dropped by llama-benchy" if dropped > 0 else ""
+        return rows, note
+
+
+def run(args: argparse.Namespace) -> dict:
+    server = None
+    url = args.url
+    if not url:
+        # The GGUF's own chat template, as a llama-server user gets it (its system prompt is a
+        # cached prefix: the error issue 17 found).
+        server = start_server(n_ctx=4096, tools_template=False)
+        url = server.base_url
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            ours, benchy = Ours(url), Benchy(url, args.benchy_python, Path(tmp))
+            results: dict[str, dict[str, list]] = {
+                tool: {str(pp): [] for pp in args.pp} for tool in ("ours", "benchy")
             }
-        )
-        print(
-            f"{i + 1:3d}/{requests} prompt {m['prompt_tokens']:4d} out {m['completion_tokens']:3d}"
-            f"  ours {m['decode_tps']:7.2f}  server {m['server_decode_tps']:7.2f}"
-            f"  ratio {m['decode_ratio_vs_server']:.4f}"
-            f"  ttft-prompt_ms {m['ttft_minus_server_prompt_ms']:6.2f}"
-            f"  naive/server {naive[-1]['naive_ratio_vs_server']:.3f}",
-            file=sys.stderr,
-        )
-    provider.close()
+            notes: list[str] = []
+            for rnd in range(args.rounds):
+                for pp in args.pp if rnd % 2 == 0 else list(reversed(args.pp)):
+                    order = ("ours", "benchy") if rnd % 2 == 0 else ("benchy", "ours")
+                    for tool in order:
+                        if tool == "ours":
+                            for _ in range(args.runs):
+                                results["ours"][str(pp)].append(ours.request(pp, args.tg))
+                        else:
+                            rows, note = benchy.cell(pp, args.tg, args.runs)
+                            results["benchy"][str(pp)].extend(rows)
+                            if note:
+                                notes.append(f"pp {pp}, round {rnd + 1}: {note}")
+                    print(f"round {rnd + 1} pp {pp} done", file=sys.stderr)
+            ours.provider.close()
+            version = benchy.version
+    finally:
+        if server is not None:
+            server.stop()
     return {
-        "when": datetime.now(UTC).isoformat(),
-        "engine": info.engine,
-        "model": model,
-        "machine": {
-            "cpu": detect_hardware()["cpu_model"],
-            "logical_cores": detect_hardware()["cpu_logical_cores"],
-            "python": platform.python_version(),
-        },
-        "requests": requests,
-        "warmup_excluded": warmup,
-        "summary": {
-            "decode_ratio_vs_server": summarize(m["decode_ratio_vs_server"] for m in streamed),
-            "ttft_minus_server_prompt_ms": summarize(
-                (m["ttft_minus_server_prompt_ms"] for m in streamed), higher_is_better=False
-            ),
-            "client_cpu_ms_per_token": summarize(
-                (m["client_cpu_ms_per_token"] for m in streamed), higher_is_better=False
-            ),
-            "our_decode_tps": summarize(m["decode_tps"] for m in streamed),
-            "server_decode_tps": summarize(m["server_decode_tps"] for m in streamed),
-            "naive_ratio_vs_server": summarize(n["naive_ratio_vs_server"] for n in naive),
-            "naive_tps": summarize(n["naive_tps"] for n in naive),
-        },
-        "streamed": [{k: v for k, v in m.items() if k != "timings"} for m in streamed],
-        "naive": naive,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} ({os.cpu_count()} CPUs), load {os.getloadavg()[0]:.1f}",
+        "server": "xllamacpp (llama.cpp) SmolLM2-135M-Instruct Q4_1, its own chat template",
+        "llama_benchy": version,
+        "settings": {"rounds": args.rounds, "runs": args.runs, "tg": args.tg, "pp": args.pp},
+        "summary": _summary(results),
+        "notes": notes,
+        "requests": results,
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", help="existing server (default: start SmolLM2 via xllamacpp)")
-    parser.add_argument("--requests", type=int, default=24)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "engine_fidelity.json"))
-    args = parser.parse_args()
-    handle = None
-    url = args.url
-    if not url:
-        from worker.engine.testing.xllama_launcher import start_server
+def _summary(results: dict) -> dict:
+    out: dict = {}
+    for tool, cells in results.items():
+        for pp, rows in cells.items():
+            cell = {
+                "n": len(rows),
+                "prefill_ratio_median": _median([r["prefill_ratio"] for r in rows]),
+                "decode_ratio_median": _median([r["decode_ratio"] for r in rows]),
+                "ttft_minus_prompt_ms_median": _median([r["ttft_minus_prompt_ms"] for r in rows]),
+            }
+            if tool == "ours":
+                client = [r["ttft_client_ms"] for r in rows]
+                cell["ttft_client_ms_median"] = _median(client)
+                cell["ttft_client_ms_p90"] = _p90(client)
+                cell["new_connections"] = sum(bool(r["new_connection"]) for r in rows)
+            out.setdefault(tool, {})[pp] = cell
+    return out
 
-        handle = start_server()
-        url = handle.base_url
-    try:
-        result = run(url, args.requests, args.warmup)
-    finally:
-        if handle is not None:
-            handle.stop()
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    s = result["summary"]
-    print(f"requests: {result['requests']} streamed + {result['requests']} non-streamed")
-    for key in (
-        "decode_ratio_vs_server",
-        "ttft_minus_server_prompt_ms",
-        "client_cpu_ms_per_token",
-        "naive_ratio_vs_server",
-        "our_decode_tps",
-        "server_decode_tps",
-        "naive_tps",
-    ):
-        row = s[key]
-        print(
-            f"{key:28s} median {row['median']:9.4f}  p5 {row['p5']:9.4f}  "
-            f"p95 {row['p95']:9.4f}  n {row['n']}"
-        )
-    print(f"full results: {out}")
-    return 0
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="a running llama.cpp server (default: start one)")
+    parser.add_argument("--benchy-python", default="/work/venv-benchy/bin/python")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tg", type=int, default=64)
+    parser.add_argument("--pp", type=int, nargs="+", default=[128, 512, 2048])
+    parser.add_argument("--out", type=Path)
+    report = run(parser.parse_args())
+    text = json.dumps(report, indent=2)
+    if report_path := parser.parse_args().out:
+        report_path.write_text(text)
+    print(json.dumps({k: v for k, v in report.items() if k != "requests"}, indent=2))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from leaderboard.stats import Box, box, pareto_front
 
@@ -284,6 +285,8 @@ class TrendPoint:
     category: str
     value: float
     n: int
+    low: float | None = None  # the whisker's ends, in the data's units
+    high: float | None = None
 
 
 @dataclass
@@ -367,6 +370,18 @@ class TrendLines:
             parts.append(f"{line.label}: {points}.")
         return " ".join(parts)
 
+    def describe_intervals(self) -> str:
+        """The same with each median's 95% interval (interval_lines charts)."""
+        parts = []
+        for line in self.lines:
+            points = "; ".join(
+                f"{p.category} {p.value:,.1f} (95% CI {p.low:,.1f}–{p.high:,.1f}) over {p.n} "
+                f"run{'s' if p.n != 1 else ''}"
+                for p in line.points
+            )
+            parts.append(f"{line.label}: {points}.")
+        return " ".join(parts)
+
 
 def trend_lines(
     series: Sequence[tuple[str, Sequence[tuple[str, Sequence[float]]]]], *, unit: str
@@ -376,15 +391,52 @@ def trend_lines(
     Every series lists the same categories in the same order; a category with no values in
     a series leaves a gap in its line. Drawn only when some series has two categories.
     """
-    names = [name for name, _values in series[0][1]] if series else []
-    summaries = [(label, [box(values) for _name, values in cats]) for label, cats in series]
+    return _lines(
+        [(label, [(name, box(values)) for name, values in cats]) for label, cats in series],
+        unit=unit,
+    )
+
+
+class Spread(Protocol):
+    """What a line chart draws of a category: its median, whisker ends and count."""
+
+    n: int
+    median: float | None
+    low: float | None
+    high: float | None
+
+
+def interval_lines(
+    series: Sequence[tuple[str, Sequence[tuple[str, Spread | None]]]], *, unit: str
+) -> TrendLines | None:
+    """Like trend_lines, from summaries already made (a median with its 95% interval, say):
+    the whisker spans each summary's low to high. A summary without a median leaves a gap."""
+    return _lines(
+        [
+            (
+                label,
+                [(name, s if s is not None and s.median is not None else None) for name, s in cats],
+            )
+            for label, cats in series
+        ],
+        unit=unit,
+    )
+
+
+def _lines(
+    series: Sequence[tuple[str, Sequence[tuple[str, Any]]]], *, unit: str
+) -> TrendLines | None:
+    """The shared geometry of trend_lines and interval_lines: each summary has n, median, low
+    and high (None for a gap); drawn only when some series has two points."""
+    names = [name for name, _value in series[0][1]] if series else []
+    summaries = [(label, [s for _name, s in cats]) for label, cats in series]
     if not any(sum(s is not None for s in boxes) >= 2 for _label, boxes in summaries):
         return None
     present = [i for i in range(len(names)) if any(b[i] for _l, b in summaries)]
     height = 280
     bottom, right = height - BOTTOM, WIDTH - RIGHT
-    values = [v for _l, b in summaries for s in b if s for v in (s.low, s.high)]
-    axis = Axis(*_linear_range(values), start=bottom, end=TOP)
+    values = [v for _l, b in summaries for s in b if s for v in (s.low, s.high, s.median)]
+    axis = Axis(*_linear_range([v for v in values if v is not None]), start=bottom, end=TOP)
     step = (right - LEFT) / len(present)
     x_of = {i: round(LEFT + step * (place + 0.5), 1) for place, i in enumerate(present)}
     lines = []
@@ -395,14 +447,18 @@ def trend_lines(
             if summary is None:
                 gap = True
                 continue
+            low = summary.low if summary.low is not None else summary.median
+            high = summary.high if summary.high is not None else summary.median
             point = TrendPoint(
                 x_of[i],
                 axis(summary.median),
-                axis(summary.low),
-                axis(summary.high),
+                axis(low),
+                axis(high),
                 names[i],
                 summary.median,
                 summary.n,
+                low,
+                high,
             )
             points.append(point)
             path.append(("M" if gap else "L") + f"{point.x},{point.y}")

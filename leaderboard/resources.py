@@ -10,48 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from leaderboard.payload import body, number, reason, text
+
 LOAD_SOURCES = {
     "managed": "the lab started the server: launch to its health check",
     "ollama": "Ollama’s load_duration",
 }
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _text(value: Any) -> str:
-    return value[:300] if isinstance(value, str) else ""
-
-
-def _reason(value: Any) -> str:
-    """A note's reason, without the "not measured: " the engine starts it with (the page says
-    that itself)."""
-    text = _text(value)
-    return text[len("not measured: ") :] if text.startswith("not measured: ") else text
-
-
-def _body(raw: Any) -> dict:
-    """The bundle inside a stored payload: the v3 envelope's `run`, or the payload itself."""
-    if not isinstance(raw, dict):
-        return {}
-    inner = raw.get("run")
-    return inner if isinstance(inner, dict) else raw
-
-
 def _energy(resources: dict) -> dict:
     energy = resources.get("energy") if isinstance(resources.get("energy"), dict) else {}
-    per_output = _number(energy.get("joules_per_output_token"))
+    per_output = number(energy.get("joules_per_output_token"))
     return {
         "per_output": per_output,
-        "per_prompt": _number(energy.get("joules_per_prompt_token")),
-        "trials": _number(energy.get("trials")),
-        "trials_measured": _number(energy.get("trials_measured")),
-        "method": _text(resources.get("energy_method")),
-        "note": _reason(resources.get("energy_note")) or _reason(energy.get("note")),
-        "idle_watts": _number(resources.get("idle_watts")),
+        "per_prompt": number(energy.get("joules_per_prompt_token")),
+        "trials": number(energy.get("trials")),
+        "trials_measured": number(energy.get("trials_measured")),
+        "method": text(resources.get("energy_method")),
+        "note": reason(resources.get("energy_note")) or reason(energy.get("note")),
+        "idle_watts": number(resources.get("idle_watts")),
     }
 
 
@@ -60,14 +37,14 @@ def _memory(resources: dict) -> dict:
     devices = []
     if isinstance(vram, dict):
         for device, mib in sorted(vram.items(), key=lambda item: str(item[0]))[:16]:
-            if _number(mib) is not None:
-                devices.append({"device": str(device)[:8], "gib": _number(mib) / 1024})
-    rss = _number(resources.get("peak_server_rss_mib"))
+            if number(mib) is not None:
+                devices.append({"device": str(device)[:8], "gib": number(mib) / 1024})
+    rss = number(resources.get("peak_server_rss_mib"))
     return {
         "vram": devices,
-        "vram_note": "" if devices else _reason(resources.get("energy_note")),
+        "vram_note": "" if devices else reason(resources.get("energy_note")),
         "rss_gib": rss / 1024 if rss is not None else None,
-        "rss_note": _reason(resources.get("server_rss_note")),
+        "rss_note": reason(resources.get("server_rss_note")),
     }
 
 
@@ -75,19 +52,19 @@ def _cold(cold: dict) -> dict:
     source = cold.get("load_source")
     after = cold.get("first_request_after_load")
     return {
-        "load_s": _number(cold.get("load_s")),
+        "load_s": number(cold.get("load_s")),
         "load_source": LOAD_SOURCES.get(source, "") if isinstance(source, str) else "",
-        "first_request_ms": _number(cold.get("first_request_ms")),
+        "first_request_ms": number(cold.get("first_request_ms")),
         "after_load": after if isinstance(after, bool) else None,
-        "note": _reason(cold.get("note")),
+        "note": reason(cold.get("note")),
     }
 
 
 def resources_view(raw: Any) -> dict:
     """What the run page's "Memory, energy and cold start" section shows."""
-    body = _body(raw)
-    resources = body.get("resources")
-    cold = body.get("cold_start")
+    bundle = body(raw)
+    resources = bundle.get("resources")
+    cold = bundle.get("cold_start")
     view: dict[str, Any] = {"recorded": isinstance(resources, dict) or isinstance(cold, dict)}
     if isinstance(resources, dict):
         view["energy"] = _energy(resources)

@@ -50,6 +50,9 @@ class SpeedSummary(TypedDict):
     decode_ratio_vs_server: float | None
     prefill_ratio_vs_server: float | None
     ttft_minus_server_prompt_ms: float | None
+    # Since issue 17's TTFT split; older bundles lack them.
+    ttft_client_ms: NotRequired[float | None]
+    ttft_server_setup_ms: NotRequired[float | None]
 
 
 class SpeedMetrics(TypedDict):

@@ -34,6 +34,37 @@ def ci(value: Interval | None, digits: int = 1) -> str:
 
 
 @register.filter
+def run_figure(value, digits: int = 1) -> str:
+    """One run's figure (leaderboard.sweeps.Figure) as HTML: its median with a 95% interval
+    and its n (trials or requests), or the mean where n is too small for a median."""
+    if value is None:
+        return mark_safe('<span class="muted">—</span>')
+    n = f"n = {value.n}"
+    if value.median is None:
+        return format_html(
+            '<span class="median-value">{}</span> <span class="ci">mean · {}</span>',
+            _fmt(value.mean, digits),
+            n,
+        )
+    if value.low is None:
+        return format_html(
+            '<span class="median-value">{}</span> <span class="ci">median · {}</span>',
+            _fmt(value.median, digits),
+            n,
+        )
+    # With few trials the widest interval (min to max) covers less than 95%: say what it covers.
+    level = f"{value.coverage:.0%}" if value.coverage else "95%"
+    return format_html(
+        '<span class="median-value">{}</span> <span class="ci">{} CI {}–{} · {}</span>',
+        _fmt(value.median, digits),
+        level,
+        _fmt(value.low, digits),
+        _fmt(value.high, digits),
+        n,
+    )
+
+
+@register.filter
 def ci_text(value: Interval | None, digits: int = 1) -> str:
     """The same as plain text (for titles, descriptions and share images)."""
     if value is None or value.n == 0:

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
-from leaderboard import charts, queries, summaries
+from leaderboard import charts, queries, summaries, sweeps
 from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
 from leaderboard.resources import resources_view
 from leaderboard.templatetags.lanes import ci_text
@@ -189,6 +189,7 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         "decode_chart": summaries.decode_strip(chart_rows),
         "score_chart": summaries.score_strip(chart_rows),
         "decode_trend": summaries.class_trend(chart_rows),
+        "sweeps": sweeps.stack_sweeps(proof.rows),
         "quality_trend": summaries.quality_trend(chart_rows),
         "recipe_run": recipe_run,
         "recipe_command": redact_command(recipe_run.command_used) if recipe_run else "",
@@ -334,6 +335,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "private": private,
         "command": redact_command(run.command_used),
         "resources": resources_view(run.raw_payload),
+        "sweeps": sweeps.run_sweeps(run.raw_payload),
         "context_lane": context_lane,
         "unlisted": not run.published,
         "visibility_note": _visibility_note(run, private),

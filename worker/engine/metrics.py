@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..contract import SpeedMetrics, SpeedSummary
-from .providers.base import ChatResponse
+from .providers.base import ChatResponse, ServerTimings, StreamTiming
 from .reasoning import reasoning_metrics
 from .stats import median_interval, percentile, summarize
 
@@ -20,7 +20,9 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
 
     TTFT = first output chunk − sent. E2E = last output chunk − sent. N = the server's completion
     token count (the count of output chunks only if the server reports none).
-    TPOT = (E2E − TTFT)/(N − 1); decode tok/s = 1000/TPOT; prefill tok/s = prompt tokens/TTFT.
+    TPOT = (E2E − TTFT)/(N − 1); decode tok/s = 1000/TPOT.
+    Prefill tok/s = prompt tokens the server evaluated (cached ones excluded) / prefill window,
+    and TTFT is split into the server's share and the client's (see `prefill` and `ttft_split`).
     """
     timing = response.timing
     if timing is None:
@@ -33,8 +35,10 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
     if ttft is not None and e2e is not None and n >= 2 and e2e > ttft:
         tpot = (e2e - ttft) / (n - 1)
         decode = 1000.0 / tpot
-    if ttft and response.prompt_tokens:
-        prefill = response.prompt_tokens / (ttft / 1000.0)
+    prefill_tokens, prefill_tokens_source = evaluated_prompt_tokens(response)
+    window, window_source = prefill_window(timing)
+    if window and prefill_tokens:
+        prefill = prefill_tokens / (window / 1000.0)
     gaps = sorted(b - a for a, b in zip(chunks, chunks[1:], strict=False))
     server = response.server
     server_decode = server.predicted_per_second if server else None
@@ -44,6 +48,10 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
         "token_count_source": "server" if n_server else "chunks",
         "prompt_tokens": response.prompt_tokens,
         "cached_tokens": response.cached_tokens,
+        "prefill_tokens": prefill_tokens,
+        "prefill_tokens_source": prefill_tokens_source,
+        "prefill_window_ms": _r(window),
+        "prefill_window_source": window_source,
         "finish_reason": response.finish_reason,
         "ttft_ms": _r(ttft),
         "ttft_content_ms": _r(timing.first_content_ms),
@@ -71,9 +79,13 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
         "ttft_minus_server_prompt_ms": _r(ttft - server.prompt_ms)
         if ttft is not None and server and server.prompt_ms is not None
         else None,
+        **ttft_split(timing, server),
         "retried_connection": timing.retried,
         "timings": {
             "t_sent_ms": 0.0,
+            "written_ms": timing.written_ms,
+            "headers_ms": timing.headers_ms,
+            "new_connection": timing.new_connection,
             "first_token_ms": _r(ttft),
             "first_content_ms": _r(timing.first_content_ms),
             "last_token_ms": _r(e2e),
@@ -93,6 +105,81 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
         "total_latency_ms": metrics["e2e_ms"] or 0.0,
     }
     return metrics
+
+
+def evaluated_prompt_tokens(response: ChatResponse) -> tuple[int | None, str | None]:
+    """The prompt tokens the server actually evaluated, and where the count came from.
+
+    Servers reuse a prompt cache (the chat template's fixed prefix at least), so the prompt's
+    full length overstates the work done. llama.cpp's ``timings.prompt_n`` and Ollama's
+    ``prompt_eval_count`` already leave the cached tokens out ("server"); otherwise the usage
+    block's prompt tokens minus its cached tokens ("usage"); with no cache count at all, every
+    prompt token is assumed evaluated ("estimated").
+    """
+    server = response.server
+    if server is not None and server.prompt_n:
+        return server.prompt_n, "server"
+    if response.prompt_tokens and response.cached_tokens is not None:
+        return max(response.prompt_tokens - response.cached_tokens, 0), "usage"
+    if response.prompt_tokens:
+        return response.prompt_tokens, "estimated"
+    return None, None
+
+
+# The headers mark the start of prompt evaluation only if they came well before the first output
+# (llama.cpp sends them when the slot starts on the prompt); a server that sends them together with
+# the first chunk leaves TTFT as the window.
+_HEADERS_SHARE_MAX = 0.5
+
+
+def prefill_window(timing: StreamTiming) -> tuple[float | None, str | None]:
+    """The time the prompt took, from the client's clock: response headers → first output.
+
+    llama.cpp answers a streamed request's headers once the prompt is queued on a slot, after
+    the HTTP parsing, templating and tokenising that scale with the prompt; from then until the
+    first output chunk it evaluates the prompt. Without such headers the window is all of TTFT.
+    """
+    ttft, headers = timing.first_token_ms, timing.headers_ms
+    if ttft is None or ttft <= 0:
+        return None, None
+    if headers is not None and 0 <= headers <= ttft * _HEADERS_SHARE_MAX:
+        return ttft - headers, "headers"
+    return ttft, "sent"
+
+
+def ttft_split(timing: StreamTiming, server: ServerTimings | None) -> dict[str, Any]:
+    """TTFT in the server's share and the client's.
+
+    Server = setup (request written → response headers: parsing, template, tokenising, slot
+    launch) + prompt evaluation (the server's own prompt_ms, plus Ollama's load time when it
+    loaded the model for this request). Client = TTFT − server: connecting and writing the
+    request, the first chunk's trip and our SSE parsing. Null without the server's prompt time.
+    """
+    out: dict[str, Any] = {
+        "ttft_server_setup_ms": None,
+        "ttft_server_prompt_ms": None,
+        "ttft_server_ms": None,
+        "ttft_client_ms": None,
+        "ttft_split_source": None,
+    }
+    ttft = timing.first_token_ms
+    if ttft is None or server is None or server.prompt_ms is None:
+        return out
+    prompt = server.prompt_ms + (server.load_ms or 0.0)
+    setup = None
+    _, source = prefill_window(timing)
+    if source == "headers" and timing.headers_ms is not None:
+        setup = max(timing.headers_ms - (timing.written_ms or 0.0), 0.0)
+    server_ms = prompt + (setup or 0.0)
+    out.update(
+        ttft_server_setup_ms=_r(setup),
+        ttft_server_prompt_ms=_r(prompt),
+        ttft_server_ms=_r(server_ms),
+        ttft_client_ms=_r(ttft - server_ms),
+        ttft_split_source=f"{server.source} timings"
+        + (" + response headers" if setup is not None else ""),
+    )
+    return out
 
 
 def _server_dict(response: ChatResponse) -> dict[str, Any] | None:
@@ -141,6 +228,8 @@ def speed_summary(trials: list[dict[str, Any]]) -> SpeedSummary:
         ttft_minus_server_prompt_ms=_median_of(
             [t.get("ttft_minus_server_prompt_ms") for t in trials]
         ),
+        ttft_client_ms=_median_of([t.get("ttft_client_ms") for t in trials]),
+        ttft_server_setup_ms=_median_of([t.get("ttft_server_setup_ms") for t in trials]),
     )
 
 

@@ -271,8 +271,8 @@ def trial_energy(monitor: PowerMonitor | None, sent: float, metrics: dict, why_n
             "note": reason,
         }
     monitor.mark()  # a reading after the last token, so the decode window is bounded
-    prompt = metrics.get("prompt_tokens")
-    processed = prompt - (metrics.get("cached_tokens") or 0) if prompt else None
+    # The same count as prefill tok/s (metrics.evaluated_prompt_tokens): cached tokens cost nothing.
+    processed = metrics.get("prefill_tokens")
     completion = metrics.get("completion_tokens") or 0
     first = sent + ttft / 1000.0
     prefill, per_prompt = _window(monitor, sent, first, processed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -116,11 +116,19 @@ def _short(exc: BaseException) -> str:
 
 @dataclass
 class Sent:
-    """A response whose headers arrived, with the time the (final) request was sent."""
+    """A response whose headers arrived, with perf_counter readings of the (final) attempt.
+
+    ``t_sent`` is when the client began sending, ``t_written`` when the request body was fully
+    written and ``t_headers`` when the response headers were in. ``new_connection`` says whether
+    this attempt had to open a TCP connection (a cost the client pays inside TTFT).
+    """
 
     response: httpx.Response
     t_sent: float
     retried: bool
+    t_written: float | None = None
+    t_headers: float | None = None
+    new_connection: bool = False
 
 
 class Transport:
@@ -141,6 +149,10 @@ class Transport:
         self.timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
         self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=self.timeout)
         self.reconnects = 0
+        # Set once a streamed request had to open a new connection after an earlier stream: the
+        # server closes streams' connections (llama.cpp does), so later streams warm one first.
+        self.warm_before_streams = False
+        self._streamed = False
 
     def close(self) -> None:
         self.client.close()
@@ -158,9 +170,16 @@ class Transport:
         answering the first attempt and resending cannot duplicate work the client has seen.
         """
         for attempt in (0, 1):
+            marks: dict[str, float] = {}
+
+            def trace(name: str, info: object, marks: dict[str, float] = marks) -> None:
+                marks.setdefault(name, time.perf_counter())
+
+            request.extensions = {**request.extensions, "trace": trace}
             t_sent = time.perf_counter()
             try:
                 response = self.client.send(request, stream=True)
+                t_headers = time.perf_counter()
             except _STALE_CONNECTION_ERRORS as exc:
                 if attempt == 0:
                     self.reconnects += 1
@@ -168,8 +187,26 @@ class Transport:
                 raise map_transport_error(exc) from exc
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc) from exc
-            return Sent(response=response, t_sent=t_sent, retried=attempt > 0)
+            return Sent(
+                response=response,
+                t_sent=t_sent,
+                retried=attempt > 0,
+                t_written=marks.get("http11.send_request_body.complete"),
+                t_headers=t_headers,
+                new_connection="connection.connect_tcp.complete" in marks,
+            )
         raise AssertionError("unreachable")
+
+    def warm(self, path: str) -> None:
+        """Leave an open keep-alive connection in the pool before a timed request.
+
+        llama.cpp closes the connection after every streamed answer, so without this each
+        measured request would pay a TCP connect (and sometimes a stale-connection retry) inside
+        its TTFT. Any answer, even an error status, warms the connection; failures are ignored
+        because the timed request reports its own.
+        """
+        with suppress(EngineError):
+            self.request("GET", path, check=False, timeout=10.0)
 
     def request(
         self,
@@ -202,11 +239,26 @@ class Transport:
 
     @contextmanager
     def stream(
-        self, method: str, path: str, *, json: object | None = None, model: str | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json: object | None = None,
+        model: str | None = None,
+        warm_path: str | None = None,
     ) -> Iterator[Sent]:
-        """Send a request and yield the open response once its headers are in."""
+        """Send a request and yield the open response once its headers are in.
+
+        With ``warm_path``, a server seen closing streamed connections gets a cheap request on
+        that path first, so the timed request starts on an open connection.
+        """
+        if warm_path and self.warm_before_streams:
+            self.warm(warm_path)
         request = self.client.build_request(method, path, json=json)
         sent = self._send(request)
+        if warm_path and self._streamed and sent.new_connection:
+            self.warm_before_streams = True
+        self._streamed = True
         try:
             raise_for_status(sent.response, model=model)
             yield sent

@@ -6,7 +6,14 @@ import pytest
 
 from worker.engine.testing.xllama_launcher import MODEL_ALIAS, ServerHandle, start_server
 
-__all__ = ["bench_home", "llm_model", "llm_server", "llm_url", "spawn_llm_server"]
+__all__ = [
+    "bench_home",
+    "llm_model",
+    "llm_own_template_url",
+    "llm_server",
+    "llm_url",
+    "spawn_llm_server",
+]
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +29,17 @@ def llm_server(tmp_path_factory: pytest.TempPathFactory) -> ServerHandle:
 @pytest.fixture(scope="session")
 def llm_url(llm_server: ServerHandle) -> str:
     return llm_server.base_url
+
+
+@pytest.fixture(scope="session")
+def llm_own_template_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A server on the GGUF's own chat template, as a user of llama-server gets it: its default
+    system prompt is a fixed prefix (about 25 tokens) that the server serves from its cache."""
+    handle = start_server(log_dir=tmp_path_factory.mktemp("llm-own"), tools_template=False)
+    try:
+        yield handle.base_url
+    finally:
+        handle.stop()
 
 
 @pytest.fixture(scope="session")

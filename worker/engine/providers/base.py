@@ -11,6 +11,16 @@ from typing import Protocol
 ChunkCallback = Callable[[int, float], None]
 
 
+class SentLike(Protocol):
+    """The clock readings of a sent request (worker.engine.transport.Sent)."""
+
+    t_sent: float
+    t_written: float | None
+    t_headers: float | None
+    retried: bool
+    new_connection: bool
+
+
 @dataclass
 class ChatRequest:
     """One chat request, in OpenAI message format."""
@@ -64,10 +74,26 @@ class StreamTiming:
     token_chunk_ms: list[float] = field(default_factory=list)
     event_count: int = 0
     retried: bool = False
+    # When the request body was fully written and when the response headers arrived (ms after
+    # t_sent), and whether the request had to open a TCP connection: the parts of TTFT that
+    # are the client's and the server's before prompt evaluation (docs/metrics.md).
+    written_ms: float | None = None
+    headers_ms: float | None = None
+    new_connection: bool = False
     # Output events that carried reasoning and answer (OutputSplit): about one token each on
     # llama.cpp and Ollama, so the stream's own count of each where the server gives none.
     reasoning_events: int = 0
     answer_events: int = 0
+
+    def start(self, sent: SentLike) -> float:
+        """Take the transport's clock readings of the sent request; returns its t_sent."""
+        self.retried = sent.retried
+        self.new_connection = sent.new_connection
+        if sent.t_written is not None:
+            self.written_ms = round((sent.t_written - sent.t_sent) * 1000, 3)
+        if sent.t_headers is not None:
+            self.headers_ms = round((sent.t_headers - sent.t_sent) * 1000, 3)
+        return sent.t_sent
 
     def mark_output(self, now: float, t_sent: float, *, content: bool) -> int:
         """An output chunk arrived at `now` (perf_counter seconds): keep its offset and the

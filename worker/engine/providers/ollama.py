@@ -94,10 +94,13 @@ class OllamaProvider:
         state = _State()
         token_chunks = 0
         with self.transport.stream(
-            "POST", "/api/chat", json=self._body(request, stream=True), model=self.model
+            "POST",
+            "/api/chat",
+            json=self._body(request, stream=True),
+            model=self.model,
+            warm_path="/api/version",
         ) as sent:
-            t_sent = sent.t_sent
-            timing.retried = sent.retried
+            t_sent = timing.start(sent)
             try:
                 for line in sent.response.iter_lines():
                     now = time.perf_counter()

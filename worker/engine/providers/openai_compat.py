@@ -21,6 +21,9 @@ from .base import (
     parse_arguments,
 )
 
+# Every OpenAI-compatible server answers this cheaply; it opens the connection a timed stream uses.
+WARM_PATH = "/v1/models"
+
 
 class OpenAIProvider:
     """Chat over the OpenAI wire format, streamed or not."""
@@ -104,10 +107,9 @@ class OpenAIProvider:
         stream = _Stream(on_chunk)
         saw_done = False
         with self.transport.stream(
-            "POST", "/v1/chat/completions", json=body, model=self.model
+            "POST", "/v1/chat/completions", json=body, model=self.model, warm_path=WARM_PATH
         ) as sent:
-            stream.t_sent = sent.t_sent
-            stream.timing.retried = sent.retried
+            stream.t_sent = stream.timing.start(sent)
             try:
                 for line in sent.response.iter_lines():
                     now = time.perf_counter()

@@ -4,6 +4,7 @@ at the URL probed and the stack named. The orchestrator's prepare_run puts the t
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,13 @@ if TYPE_CHECKING:
 DEFAULT_TRIALS = 5
 
 
-def select_tasks(suite: Suite, patterns: list[str] | None, cap: int | None) -> list[dict[str, Any]]:
-    tasks = suite.effective_tasks(cap)
+def select_tasks(
+    suite: Suite,
+    patterns: list[str] | None,
+    cap: int | None,
+    options: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    tasks = suite.effective_tasks(cap, options)
     if not patterns:
         return tasks
     return [t for t in tasks if any(fnmatch.fnmatch(t["id"], p) for p in patterns)]
@@ -58,6 +64,12 @@ def select(config: RunConfig) -> Selection:
         config.trials = int(profile.get("speed_trials", DEFAULT_TRIALS))
     if config.trials < 1 or config.trials > 50:
         raise UsageError("--trials must be between 1 and 50")
+    for flag, value, least in (
+        ("--sweep-prompt-tokens", config.sweep_prompt_tokens, 16),
+        ("--sweep-output-tokens", config.sweep_output_tokens, 2),
+    ):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} must be at least {least}")
     if config.harness not in HARNESSES:
         raise UsageError(
             f"unknown harness {config.harness!r}", hint=f"Harnesses: {', '.join(HARNESSES)}."
@@ -71,7 +83,8 @@ def select(config: RunConfig) -> Selection:
             hint=f"Installed suites: {', '.join(installed)}.",
         )
     suites = [installed[name] for name in selected]
-    tasks = {s.name: select_tasks(s, config.tasks, config.max_tokens) for s in suites}
+    options = config.sweep_options()
+    tasks = {s.name: select_tasks(s, config.tasks, config.max_tokens, options) for s in suites}
     if not any(tasks.values()):
         raise UsageError("no task matches --tasks", hint="`benchloop info` lists task ids.")
     return Selection(

@@ -38,6 +38,7 @@ from .scoring import (
     manifest_hash,
     value_score,
 )
+from .sweeps import sweeps_block
 
 if TYPE_CHECKING:
     from .orchestrator import PreparedRun
@@ -148,6 +149,7 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
             "timeout_s": prep.config.timeout,
             "selected_suites": selected,
             "task_filter": prep.config.tasks or [],
+            "sweep_options": prep.config.sweep_options(),
             "ignore_eos": prep.info.supports_ignore_eos,
         },
         suites={},
@@ -167,6 +169,9 @@ def refresh_scores(bundle: Bundle, prep: PreparedRun, started_clock: float) -> N
     bundle["value_score"] = value_score(
         scores["quality_score"], decode, scores["reliability_score"]
     )
+    sweeps = sweeps_block(suites, prep.config.trials)
+    if sweeps is not None:
+        bundle["sweeps"] = sweeps
     block = _comparability(prep, bundle["status"], bundle["error"], suites)
     bundle["comparability"] = block
     bundle["comparable"] = block["comparable"]
@@ -188,4 +193,5 @@ def _comparability(
         task_filter=prep.config.tasks or [],
         max_tokens_cap=prep.config.max_tokens,
         context_length=context if isinstance(context, int) else None,
+        sweep_options=prep.config.sweep_options(),
     )

@@ -71,7 +71,13 @@ def free_port() -> int:
 
 
 def serve(
-    port: int, *, n_ctx: int, threads: int, api_key: str | None, tools_template: bool
+    port: int,
+    *,
+    n_ctx: int,
+    threads: int,
+    api_key: str | None,
+    tools_template: bool,
+    parallel: int = 1,
 ) -> None:
     """Run the server in this process until it is killed."""
     import xllamacpp  # imported here so the module can be imported without the wheel
@@ -83,7 +89,8 @@ def serve(
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.n_ctx = n_ctx
-    params.n_parallel = 1
+    # Slots share n_ctx: each of `parallel` slots holds n_ctx / parallel tokens.
+    params.n_parallel = parallel
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.endpoint_metrics = True
@@ -137,13 +144,14 @@ def start_server(
     tools_template: bool = True,
     log_dir: Path | None = None,
     timeout: float = 60.0,
+    parallel: int = 1,
 ) -> ServerHandle:
     """Spawn a launcher process and wait until ``/health`` answers 200."""
     port = port or free_port()
     log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
     log_path = log_dir / f"xllama-{port}.log"
     cmd = [sys.executable, "-m", "worker.engine.testing.xllama_launcher", "--port", str(port)]
-    cmd += ["--ctx", str(n_ctx), "--threads", str(threads)]
+    cmd += ["--ctx", str(n_ctx), "--threads", str(threads), "--parallel", str(parallel)]
     if api_key:
         cmd += ["--api-key", api_key]
     if not tools_template:
@@ -177,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--parallel", type=int, default=1, help="server slots (-np)")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--plain-template", action="store_true", help="use the model's template")
     args = parser.parse_args(argv)
@@ -186,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         threads=args.threads,
         api_key=args.api_key,
         tools_template=not args.plain_template,
+        parallel=args.parallel,
     )
 
 

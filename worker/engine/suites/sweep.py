@@ -388,7 +388,13 @@ def _round(
         on_chunk = progress_callback(ctx, SUITE, task["id"], round_index) if stream == 0 else None
         barrier.wait()
         sent = time.perf_counter() - origin
-        base = {"round": round_index, "stream": stream, "nonce": nonce, "warmup": round_index == 0}
+        base = {
+            "trial_index": (round_index - 1) * len(providers) + stream + 1,
+            "round": round_index,
+            "stream": stream,
+            "nonce": nonce,
+            "warmup": round_index == 0,
+        }
         try:
             response = providers[stream].chat_stream(request, on_chunk=on_chunk)
         except EngineError as exc:

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -165,8 +166,19 @@ def _benchy_concurrency(runs: list[dict]) -> dict[int, dict[str, float | None]]:
     }
 
 
-def _cell(who, kind, level, url, work, venv, tokenizer, args) -> dict[int, dict]:
-    """One cell measured by one tool: {level: figures}."""
+def _cell(who, kind, level, server, work, venv, tokenizer, args) -> dict[int, dict]:
+    """One cell measured by one tool: {level: figures, with the server's own for its requests}."""
+    start = server.log_path.stat().st_size
+    figures = _tool_cell(who, kind, level, server.base_url, work, venv, tokenizer, args)
+    with open(server.log_path, "rb") as log:
+        log.seek(start)
+        text = log.read().decode("utf-8", "replace")
+    for row in figures.values():
+        row["server"] = _server_figures(_server_requests(text), args)
+    return figures
+
+
+def _tool_cell(who, kind, level, url, work, venv, tokenizer, args) -> dict[int, dict]:
     one = argparse.Namespace(**vars(args))
     if kind == "depth":
         one.depths = [level]
@@ -186,6 +198,63 @@ def _cell(who, kind, level, url, work, venv, tokenizer, args) -> dict[int, dict]
     return (_benchy_depth if kind == "depth" else _benchy_concurrency)(runs)
 
 
+_TIMING = re.compile(
+    r"^(?P<clock>[\d.]+) I slot print_timing: id +\d+ \| task (?P<task>\d+) \| +"
+    r"(?P<what>prompt eval|eval) time = +(?P<ms>[\d.]+) ms / +(?P<n>\d+) tokens"
+)
+
+
+def _clock_s(text: str) -> float:
+    """The server log's clock, ``[h.]m.ss.mmm.uuu`` since it started, in seconds."""
+    *head, ms, us = (int(p) for p in text.split("."))
+    seconds = 0.0
+    for part in head:
+        seconds = seconds * 60 + part
+    return seconds + ms / 1e3 + us / 1e6
+
+
+def _server_requests(text: str) -> list[dict[str, float]]:
+    """Every finished request in a slice of llama-server's log: its own prompt and decode timing."""
+    found: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        match = _TIMING.match(line)
+        if not match:
+            continue
+        entry = found.setdefault(match["task"], {})
+        key = "prompt" if match["what"] == "prompt eval" else "eval"
+        entry[f"{key}_ms"], entry[f"{key}_n"] = float(match["ms"]), int(match["n"])
+        if key == "eval":
+            entry["end_s"] = _clock_s(match["clock"])
+    return [e for e in found.values() if "eval_n" in e and "prompt_n" in e]
+
+
+def _server_figures(requests: list[dict[str, float]], args) -> dict[str, float | None]:
+    """The server's own rates for a tool's measured-shape requests in one cell (every request
+    that decoded tg tokens on a prompt of about pp new tokens: context loads and one-token
+    calibrations are left out, warm-ups of both tools are in)."""
+    shaped = [
+        r
+        for r in requests
+        if r["eval_n"] == args.tg and r["prompt_n"] <= 1.5 * args.pp + 48 and r["eval_ms"] > 0
+    ]
+    if not shaped:
+        return {"decode": None, "prefill": None, "aggregate_decode": None, "n": 0}
+    # Decode windows on the server's clock; their union is the time anything was decoding.
+    spans = sorted((r["end_s"] - r["eval_ms"] / 1e3, r["end_s"]) for r in shaped)
+    busy, start, end = 0.0, spans[0][0], spans[0][1]
+    for a, b in spans[1:]:
+        if a > end:
+            busy, start = busy + end - start, a
+        end = max(end, b)
+    busy += end - start
+    return {
+        "decode": statistics.fmean(1e3 * (r["eval_n"] - 1) / r["eval_ms"] for r in shaped),
+        "prefill": statistics.fmean(1e3 * r["prompt_n"] / r["prompt_ms"] for r in shaped),
+        "aggregate_decode": sum(r["eval_n"] - 1 for r in shaped) / busy if busy > 0 else None,
+        "n": len(shaped),
+    }
+
+
 def _rounds_mean(rounds: list[dict[int, dict]], cell: int, key: str) -> float | None:
     return _mean([r.get(cell, {}).get(key) for r in rounds])
 
@@ -196,6 +265,29 @@ def _round_ratios(ours: list, theirs: list, cell: int, key: str, their_key: str)
         _ratio(o.get(cell, {}).get(key), b.get(cell, {}).get(their_key))
         for o, b in zip(ours, theirs, strict=True)
     ]
+
+
+def _vs_server(rounds: list[dict[int, dict]], cell: int, key: str, server_key: str) -> list:
+    """A tool's figure ÷ the server's own for the same requests, in each round."""
+    out = []
+    for r in rounds:
+        row = r.get(cell, {})
+        out.append(_ratio(row.get(key), (row.get("server") or {}).get(server_key)))
+    return out
+
+
+def _fidelity(ours: list, theirs: list, cell: int, key: str, their_key: str, server_key: str):
+    """Each tool against the server's clock, and ours ÷ benchy with the load's swings divided
+    out: (ours ÷ server) ÷ (benchy ÷ server), round by round."""
+    mine = _vs_server(ours, cell, key, server_key)
+    other = _vs_server(theirs, cell, their_key, server_key)
+    paired = [_ratio(a, b) for a, b in zip(mine, other, strict=True)]
+    return {
+        "ours_vs_server": mine,
+        "benchy_vs_server": other,
+        "normalised_ratio": paired,
+        "normalised_ratio_mean": _ratio(_mean(paired), 1.0),
+    }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -240,16 +332,17 @@ def main() -> None:
                 for who in order:
                     print(f"round {index + 1}: {kind} {level}: {who}", flush=True)
                     parts[who][kind].update(
-                        _cell(who, kind, level, server.base_url, work, venv, tokenizer, args)
+                        _cell(who, kind, level, server, work, venv, tokenizer, args)
                     )
             for kind in ("depth", "concurrency"):
                 ours[kind].append(parts["ours"][kind])
                 theirs[kind].append(parts["benchy"][kind])
+            # Written after every round, so a run stopped early keeps what it measured.
+            report = _report(args, ours, theirs)
+            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+            _print(report)
     finally:
         server.stop()
-    report = _report(args, ours, theirs)
-    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
-    _print(report)
 
 
 def _report(args, ours: dict[str, list], theirs: dict[str, list]) -> dict[str, Any]:
@@ -270,6 +363,11 @@ def _report(args, ours: dict[str, list], theirs: dict[str, list]) -> dict[str, A
             row[ours_key]["round_ratios"] = _round_ratios(
                 ours["depth"], theirs["depth"], d, ours_key, their_key
             )
+            if ours_key != "ttft":
+                server_key = "decode" if ours_key == "decode" else "prefill"
+                row[ours_key].update(
+                    _fidelity(ours["depth"], theirs["depth"], d, ours_key, their_key, server_key)
+                )
         depth_rows.append(row)
     conc_rows = []
     for c in args.concurrency:
@@ -282,6 +380,11 @@ def _report(args, ours: dict[str, list], theirs: dict[str, list]) -> dict[str, A
             row[key]["round_ratios"] = _round_ratios(
                 ours["concurrency"], theirs["concurrency"], c, key, key
             )
+            if key != "ttft":
+                server_key = "decode" if key == "per_stream" else "aggregate_decode"
+                row[key].update(
+                    _fidelity(ours["concurrency"], theirs["concurrency"], c, key, key, server_key)
+                )
         conc_rows.append(row)
     return {
         "command": " ".join(sys.argv),
@@ -305,31 +408,28 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
 
+def _cell_text(figure: dict[str, Any]) -> str:
+    text = f"{_fmt(figure['ours'])} / {_fmt(figure['benchy'])} ({_fmt(figure['ratio'], 3)}"
+    if "normalised_ratio_mean" in figure:
+        text += f"; {_fmt(figure['normalised_ratio_mean'], 3)}"
+    return text + ")"
+
+
 def _print(report: dict[str, Any]) -> None:
+    """Markdown tables: ours / benchy (raw ratio; ratio with each tool held to the server)."""
     print(
-        "\n| depth | cached | decode ours / benchy (ratio) | prefill, evaluated ÷ TTFT "
-        "(ratio) | prefill as recorded (ratio) | TTFT ms (ratio) |"
+        "\n| depth | cached | decode | prefill, evaluated ÷ TTFT | prefill as recorded | TTFT ms |"
     )
     print("|---|---|---|---|---|---|")
     for row in report["depth"]:
-        cells = [
-            f"{_fmt(row[k]['ours'])} / {_fmt(row[k]['benchy'])} ({_fmt(row[k]['ratio'], 3)})"
-            for k in ("decode", "prefill_evaluated", "prefill_recorded", "ttft")
-        ]
-        print(f"| {row['depth']} | {_fmt(row['depth_tokens'], 0)} | " + " | ".join(cells) + " |")
-    print(
-        "\n| streams | aggregate decode ours / benchy (ratio) | per stream (ratio) | "
-        "TTFT ms (ratio) | our aggregate, sends to last token |"
-    )
+        keys = ("decode", "prefill_evaluated", "prefill_recorded", "ttft")
+        cells = " | ".join(_cell_text(row[k]) for k in keys)
+        print(f"| {row['depth']} | {_fmt(row['depth_tokens'], 0)} | {cells} |")
+    print("\n| streams | aggregate decode | per stream | TTFT ms | ours, sends to last token |")
     print("|---|---|---|---|---|")
     for row in report["concurrency"]:
-        cells = [
-            f"{_fmt(row[k]['ours'])} / {_fmt(row[k]['benchy'])} ({_fmt(row[k]['ratio'], 3)})"
-            for k in ("aggregate_decode", "per_stream", "ttft")
-        ]
-        print(
-            f"| {row['streams']} | " + " | ".join(cells) + f" | {_fmt(row['aggregate_e2e_ours'])} |"
-        )
+        cells = " | ".join(_cell_text(row[k]) for k in ("aggregate_decode", "per_stream", "ttft"))
+        print(f"| {row['streams']} | {cells} | {_fmt(row['aggregate_e2e_ours'])} |")
 
 
 if __name__ == "__main__":

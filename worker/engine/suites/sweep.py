@@ -385,7 +385,6 @@ def _round(
             temperature=0.0,
             ignore_eos=True,
         )
-        on_chunk = progress_callback(ctx, SUITE, task["id"], round_index) if stream == 0 else None
         barrier.wait()
         sent = time.perf_counter() - origin
         base = {
@@ -396,7 +395,9 @@ def _round(
             "warmup": round_index == 0,
         }
         try:
-            response = providers[stream].chat_stream(request, on_chunk=on_chunk)
+            # No live progress from these threads: listeners (a lab job's event stream) expect
+            # events from the run's own thread; each round reports when it ends.
+            response = providers[stream].chat_stream(request)
         except EngineError as exc:
             return {**base, "ok": False, "error": exc.message, "error_kind": exc.kind}
         metrics = request_metrics(response)

@@ -173,8 +173,11 @@ def _cell(who, kind, level, server, work, venv, tokenizer, args) -> dict[int, di
     with open(server.log_path, "rb") as log:
         log.seek(start)
         text = log.read().decode("utf-8", "replace")
+    # Excluded warm-ups: llama-benchy's run 0 of every cell (c requests; at depth, one inference
+    # after its context load), and our warm-up round of each concurrency level.
+    warmups = level if kind == "concurrency" else (1 if who == "benchy" else 0)
     for row in figures.values():
-        row["server"] = _server_figures(_server_requests(text), args)
+        row["server"] = _server_figures(_server_requests(text), args, warmups)
     return figures
 
 
@@ -228,15 +231,20 @@ def _server_requests(text: str) -> list[dict[str, float]]:
     return [e for e in found.values() if "eval_n" in e and "prompt_n" in e]
 
 
-def _server_figures(requests: list[dict[str, float]], args) -> dict[str, float | None]:
-    """The server's own rates for a tool's measured-shape requests in one cell (every request
-    that decoded tg tokens on a prompt of about pp new tokens: context loads and one-token
-    calibrations are left out, warm-ups of both tools are in)."""
-    shaped = [
-        r
-        for r in requests
-        if r["eval_n"] == args.tg and r["prompt_n"] <= 1.5 * args.pp + 48 and r["eval_ms"] > 0
-    ]
+def _server_figures(
+    requests: list[dict[str, float]], args, warmups: int
+) -> dict[str, float | None]:
+    """The server's own rates for the requests a tool measured in one cell: every request that
+    decoded tg tokens on a prompt of about pp new tokens (context loads and one-token
+    calibrations are left out), less the tool's ``warmups`` (they finish first)."""
+    shaped = sorted(
+        (
+            r
+            for r in requests
+            if r["eval_n"] == args.tg and r["prompt_n"] <= 1.5 * args.pp + 48 and r["eval_ms"] > 0
+        ),
+        key=lambda r: r["end_s"],
+    )[warmups:]
     if not shaped:
         return {"decode": None, "prefill": None, "aggregate_decode": None, "n": 0}
     # Decode windows on the server's clock; their union is the time anything was decoding.

@@ -43,6 +43,8 @@ from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 from worker.engine.sandbox import current_isolation
 from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 from worker.engine.suites import available_suites, load_profiles
+from worker.engine.suites.sweep import parse_levels
+from worker.engine.sweeps import SWEEP_METRICS
 
 EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_SERVER = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130
@@ -67,6 +69,16 @@ def _print_json(data: object) -> None:
 def _csv_list(value: str | None) -> list[str] | None:
     items = [v.strip() for v in (value or "").split(",") if v.strip()]
     return items or None
+
+
+def _levels(value: str | None, flag: str, *, minimum: int) -> list[int] | None:
+    """A sweep's comma-separated levels, or None when the flag was not given."""
+    if value is None:
+        return None
+    try:
+        return parse_levels(value, minimum=minimum)
+    except ValueError as exc:
+        raise UsageError(f"{flag} {value!r}: {exc}") from exc
 
 
 # ---------------------------------------------------------------------------------------- run
@@ -107,6 +119,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         model_file=args.model_file,
         launch_command=args.launch_command,
         hash_weights=not args.no_model_hash,
+        sweep_depths=_levels(args.depths, "--depths", minimum=0),
+        sweep_concurrency=_levels(args.concurrency, "--concurrency", minimum=1),
+        sweep_prompt_tokens=args.sweep_prompt_tokens,
+        sweep_output_tokens=args.sweep_output_tokens,
     )
 
     def preflight(event: RunEvent) -> None:
@@ -149,6 +165,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     out.print("[bold]Reasoning models[/]")
     for line in data["reasoning"]["text"]:
         out.print(line)
+    out.print(_sweep_metrics_table(data["sweep_metrics"]))
     return EXIT_OK
 
 
@@ -199,6 +216,7 @@ def _info_data() -> dict[str, Any]:
         "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
         "sandbox": current_isolation().as_dict(),
         "reasoning": _reasoning_info(),
+        "sweep_metrics": SWEEP_METRICS,
     }
 
 
@@ -268,6 +286,13 @@ def _profiles_table(profiles: dict[str, dict[str, Any]]) -> Table:
         table.add_row(
             label, ", ".join(p["suites"]), str(p["task_count"]), str(p["speed_trials"]), status
         )
+    return table
+
+
+def _sweep_metrics_table(metrics: dict[str, str]) -> Table:
+    table = _table("Depth and concurrency sweeps (suite speed_sweep)", "figure", "what it is")
+    for name, text in metrics.items():
+        table.add_row(name, text)
     return table
 
 
@@ -470,6 +495,11 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
         help="how the server was started, when it is not visible here (stored redacted)",
     )
     run.add_argument("--no-model-hash", action="store_true", help="do not hash the weights file")
+    sweep = run.add_argument_group("depth and concurrency sweeps (suite speed_sweep)")
+    sweep.add_argument("--depths", help="context depths in tokens, e.g. 0,4096 (not comparable)")
+    sweep.add_argument("--concurrency", help="concurrent streams, e.g. 1,2,4 (not comparable)")
+    sweep.add_argument("--sweep-prompt-tokens", type=int, help="new prompt tokens per request")
+    sweep.add_argument("--sweep-output-tokens", type=int, help="decoded tokens per request")
 
 
 def build_parser() -> argparse.ArgumentParser:

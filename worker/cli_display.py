@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 _REQUESTS_WIDTH, _ETA_WIDTH, _RATE_WIDTH = 7, 11, 13
 _FIXED_WIDTH = 1 + _REQUESTS_WIDTH + 7 + _ETA_WIDTH + _RATE_WIDTH + 6
 _MIN_BAR, _MAX_BAR = 8, 40
+_TRIAL_SUITES = ("speed", "speed_sweep")
 
 
 class RunDisplay:
@@ -30,7 +31,10 @@ class RunDisplay:
 
         self.progress = Progress(*_columns(console, tasks), console=console, transient=False)
         self.costs = _work_estimates(tasks)
-        self.speed_ids = {task["id"] for task in tasks.get("speed", [])}
+        # Tasks counted in trials (a sweep's concurrency cell: in rounds), not in requests.
+        self.speed_ids = {task["id"] for suite in _TRIAL_SUITES for task in tasks.get(suite, [])}
+        self.seen: dict[str, int] = {}
+        self.trials = 1
         self.bar: TaskID | None = None
         self.done = self.total = 0
 
@@ -66,16 +70,21 @@ class RunDisplay:
         elif event["type"] == "trial_completed":
             decode = event.get("decode_tps")
             rate = f"{decode:,.1f} tok/s" if decode else "trial error"
+            self.seen[event["task_id"]] = self.seen.get(event["task_id"], 0) + 1
             self._advance(self.bar, event["task_id"], rate)
-        elif event["type"] == "task_completed" and event["suite"] != "speed":
+        elif event["type"] == "task_completed" and event["suite"] not in _TRIAL_SUITES:
             self._advance(self.bar, event["task_id"])
+        elif event["type"] == "task_completed":
+            # A sweep cell beyond the server's context ends without trials: count them done.
+            for _ in range(self.trials - self.seen.get(event["task_id"], 0)):
+                self._advance(self.bar, event["task_id"])
         elif event["type"] in ("run_completed", "run_failed"):
             self.progress.update(self.bar, description=event.get("status", "done"))
 
     def _start(self, event: RunStarted) -> None:
-        trials = event["speed_trials"]
+        trials = self.trials = event["speed_trials"]
         counts = event["suite_task_counts"]
-        self.total = sum(n * (trials if s == "speed" else 1) for s, n in counts.items())
+        self.total = sum(n * (trials if s in _TRIAL_SUITES else 1) for s, n in counts.items())
         work = sum(
             cost * (trials if task_id in self.speed_ids else 1)
             for task_id, cost in self.costs.items()
@@ -122,6 +131,13 @@ def _work_estimates(tasks: dict[str, list[dict]]) -> dict[str, float]:
         for task in task_list:
             out_tokens = task.get("config", {}).get("max_tokens", 256)
             prompt_tokens = task.get("speed", {}).get("prompt_tokens", 200)
+            sweep = task.get("sweep")
+            if sweep:
+                # A depth trial prefills its context too; a concurrency round runs every stream.
+                out_tokens = sweep["output_tokens"] * sweep.get("streams", 1)
+                prompt_tokens = (sweep["prompt_tokens"] + sweep.get("depth", 0)) * sweep.get(
+                    "streams", 1
+                )
             costs[task["id"]] = float(prompt_tokens + 4 * out_tokens)
     return costs
 

@@ -85,7 +85,7 @@ def _speed_tasks(bundle: Mapping[str, Any]) -> Table | None:
 
 
 def _quality_suites(bundle: Mapping[str, Any]) -> Table | None:
-    suites = {name: s for name, s in bundle["suites"].items() if name != "speed"}
+    suites = {n: s for n, s in bundle["suites"].items() if n not in ("speed", "speed_sweep")}
     if not suites:
         return None
     grid = table("Quality suites")
@@ -96,6 +96,63 @@ def _quality_suites(bundle: Mapping[str, Any]) -> Table | None:
         passed = f"{suite.get('pass_count', 0)} of {suite.get('task_count', 0)}"
         grid.add_row(name, passed, fmt_unit(suite.get("score"), "score"))
     return grid
+
+
+def _summary_median(summary: object) -> object:
+    return summary.get("median") if isinstance(summary, dict) else None
+
+
+def _depth_table(block: Mapping[str, Any]) -> Table:
+    each = f"medians of {block.get('trials')} trials, {block['prompt_tokens']} new tokens"
+    grid = table(f"Speed at depth ({each})")
+    grid.add_column("depth", justify="right", no_wrap=True)
+    for header in ("cached\ntokens", "prefill\ntok/s", "decode\ntok/s", "TTFT\nms"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    for cell in block["cells"]:
+        if cell["status"] != "measured":
+            grid.add_row(fmt_unit(cell["depth"], "tokens"), cell["status"], cell.get("reason", ""))
+            continue
+        grid.add_row(
+            fmt_unit(cell["depth"], "tokens"),
+            fmt_unit(cell.get("depth_tokens"), "tokens")
+            + ("" if cell.get("cache_held") is not False else " (not held)"),
+            fmt_unit(_summary_median(cell.get("prefill_tps")), "tok/s"),
+            fmt_unit(_summary_median(cell.get("decode_tps")), "tok/s"),
+            fmt_unit(_summary_median(cell.get("ttft_ms")), "ms"),
+        )
+    return grid
+
+
+def _concurrency_table(block: Mapping[str, Any]) -> Table:
+    slots = block.get("server_slots")
+    grid = table(f"Concurrent streams (server slots: {slots if slots else 'not reported'})")
+    grid.add_column("streams", justify="right", no_wrap=True)
+    headers = ("requests", "aggregate\ntok/s", "per stream\ntok/s", "TTFT p50\nms", "TTFT\ntail ms")
+    for header in headers:
+        grid.add_column(header, justify="right", no_wrap=True)
+    for cell in block["cells"]:
+        if cell["status"] != "measured":
+            grid.add_row(str(cell["streams"]), cell["status"], cell.get("reason", ""))
+            continue
+        grid.add_row(
+            str(cell["streams"]),
+            fmt_unit(cell.get("requests"), "n"),
+            fmt_unit(cell.get("aggregate_tps"), "tok/s"),
+            fmt_unit(_summary_median(cell.get("per_stream_tps")), "tok/s"),
+            fmt_unit(cell.get("ttft_p50_ms"), "ms"),
+            f"{fmt_unit(cell.get('ttft_tail_ms'), 'ms')} ({cell.get('ttft_tail_label')})",
+        )
+    return grid
+
+
+def _sweeps(bundle: Mapping[str, Any]) -> list[Table]:
+    sweeps = bundle.get("sweeps") or {}
+    out = []
+    if sweeps.get("depth"):
+        out.append(_depth_table(sweeps["depth"]))
+    if sweeps.get("concurrency"):
+        out.append(_concurrency_table(sweeps["concurrency"]))
+    return out
 
 
 def _speed_summary(bundle: Mapping[str, Any]) -> Table:
@@ -204,7 +261,7 @@ def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
 
 def render_run(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     """The summary printed after a run, from its bundle alone."""
-    for part in (_speed_tasks(bundle), _quality_suites(bundle)):
+    for part in (_speed_tasks(bundle), *_sweeps(bundle), _quality_suites(bundle)):
         if part is not None:
             out.print(part)
             out.print()
@@ -239,5 +296,6 @@ def run_summary(outcome) -> dict:
         "contention": bundle["contention"],
         "speed_summary": bundle["speed_summary"],
         "speed_metrics": bundle["speed_metrics"],
+        "sweeps": bundle.get("sweeps"),
         "error": bundle.get("error"),
     }

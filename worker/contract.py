@@ -143,6 +143,75 @@ class ColdStart(TypedDict):
     note: str
 
 
+class DepthCell(TypedDict):
+    """One depth of the sweep: ``measured`` (with its figures), ``skipped`` or ``failed``
+    (with a ``reason``: untrusted text on the site)."""
+
+    depth: int
+    status: Literal["measured", "skipped", "failed"]
+    reason: NotRequired[str]
+    n: NotRequired[int]
+    # The server's count of tokens already in context (llama.cpp cache_n), and the prompt
+    # tokens of the request that put them there.
+    depth_tokens: NotRequired[int | None]
+    context_tokens: NotRequired[int]
+    # Whether the cache held the context in every trial (None: depth 0, or not reported).
+    cache_held: NotRequired[bool | None]
+    note: NotRequired[str]
+    # New prompt tokens the server evaluated in the measured request (median).
+    prompt_tokens: NotRequired[int]
+    token_count_source: NotRequired[Literal["server", "estimated"]]
+    prefill_tps: NotRequired[Summary]
+    decode_tps: NotRequired[Summary]
+    ttft_ms: NotRequired[Summary]
+
+
+class DepthSweep(TypedDict):
+    method: str
+    prompt_tokens: int
+    output_tokens: int
+    trials: int
+    server_context: int | None
+    cells: list[DepthCell]
+
+
+class ConcurrencyCell(TypedDict):
+    """One concurrency level: ``measured``, ``skipped`` or ``failed`` (with a ``reason``)."""
+
+    streams: int
+    status: Literal["measured", "skipped", "failed"]
+    reason: NotRequired[str]
+    requests: NotRequired[int]
+    failed_requests: NotRequired[int]
+    rounds: NotRequired[int]
+    # Completion tokens ÷ (last output token − first send), summed over the measured rounds.
+    aggregate_tps: NotRequired[float | None]
+    # Tokens after each request's first ÷ (last output token − first first token): decode only.
+    aggregate_decode_tps: NotRequired[float | None]
+    aggregate_rounds_tps: NotRequired[Summary]
+    per_stream_tps: NotRequired[Summary]
+    ttft_ms: NotRequired[Summary]
+    ttft_p50_ms: NotRequired[float]
+    ttft_tail_ms: NotRequired[float]
+    ttft_tail_label: NotRequired[Literal["p99", "max"]]
+    wall_s: NotRequired[float]
+
+
+class ConcurrencySweep(TypedDict):
+    prompt_tokens: int
+    output_tokens: int
+    server_slots: int | None
+    slots_source: str | None
+    cells: list[ConcurrencyCell]
+
+
+class Sweeps(TypedDict, total=False):
+    """Speed at context depth and under concurrent streams (the speed_sweep suite)."""
+
+    depth: DepthSweep
+    concurrency: ConcurrencySweep
+
+
 class BundleError(TypedDict):
     kind: str
     message: str
@@ -280,6 +349,8 @@ class Bundle(TypedDict):
     # Written by every engine since issue 17; older bundles lack them.
     resources: NotRequired[Resources]
     cold_start: NotRequired[ColdStart]
+    # Written when the run included the speed_sweep suite (profiles full and speed-deep).
+    sweeps: NotRequired[Sweeps]
     extras: NotRequired[dict[str, Any]]
 
 

@@ -102,3 +102,24 @@ def test_attempt_counts_are_returned_and_public(
     assert public["attempts"] == 3
     queue = bob_client.get("/moderation/?status=approved").content.decode()
     assert "Attempts" in queue
+
+
+def test_a_failed_sweep_cell_does_not_count_against_reliability(alice_key, smoke_run) -> None:
+    """The depth and concurrency sweeps are measured, never scored: the engine leaves their cells
+    out of reliability, and so must the check that recomputes it."""
+    data = copy.deepcopy(smoke_run)
+    cell = {"score": 0.0, "passed": False, "latency_ms": 0.0, "error": "HTTP 500: busy"}
+    data["suites"]["speed_sweep"] = {
+        "suite": "speed_sweep",
+        "score": 50.0,
+        "task_count": 2,
+        "pass_count": 1,
+        "fail_count": 1,
+        "median_latency_ms": 0.0,
+        "tasks": [
+            {**cell, "task_id": "sweep-depth-0", "execution_ok": False},
+            {**cell, "task_id": "sweep-depth-4096", "execution_ok": True, "passed": True},
+        ],
+    }
+    body = post_json(Client(), "/api/v1/runs", data, alice_key).json()
+    assert not any("reliability" in reason for reason in body["flag_reasons"]), body

@@ -99,6 +99,7 @@ def assess(
     max_tokens_cap: int | None = None,
     context_length: int | None = None,
     thinking_budget: int | None = None,
+    sweep_options: Mapping[str, Any] | None = None,
 ) -> Comparability:
     """The `comparability` block for a run of the profile whose task ids are ``expected``.
 
@@ -132,10 +133,13 @@ def assess(
     if thinking_budget is not None:
         # The automatic budget is the profile's; any other changes what the tasks allow.
         reasons.append(f"--thinking-budget {thinking_budget} sets the thinking allowed")
+    changed = _sweep_changes(sweep_options or {})
+    if changed:
+        reasons.append(_clip(f"{changed} changes the sweep's cells"))
     reasons.extend(_task_reasons(states, context_length))
     present = {(name, t.get("task_id")) for name, s in suites.items() for t in s.get("tasks") or []}
     missing = len(want - present)
-    if missing and status == "complete" and not custom_selection and not filters:
+    if missing and status == "complete" and not custom_selection and not filters and not changed:
         reasons.append(f"{_plural(missing, 'task')} of the profile not run")
     total = len(want)
     return Comparability(
@@ -145,6 +149,26 @@ def assess(
         tasks_scored=scored,
         not_scored={key: states[key] for key in (CONTEXT, SANDBOX, SKIPPED)},
     )
+
+
+_SWEEP_FLAGS = {
+    "depths": "--depths",
+    "concurrency": "--concurrency",
+    "prompt_tokens": "--sweep-prompt-tokens",
+    "output_tokens": "--sweep-output-tokens",
+}
+
+
+def _sweep_changes(options: Mapping[str, Any]) -> str:
+    """``--depths 0,1024 --concurrency 1,2`` for the sweep settings a run changed, else ""."""
+    parts = []
+    for key, flag in _SWEEP_FLAGS.items():
+        value = options.get(key)
+        if isinstance(value, list):
+            parts.append(f"{flag} {','.join(str(v) for v in value)}")
+        elif value is not None:
+            parts.append(f"{flag} {value}")
+    return " ".join(parts)
 
 
 def coverage_of(block: Mapping[str, Any]) -> float:
@@ -189,6 +213,9 @@ def reasons_for_bundle(bundle: dict[str, Any]) -> list[str]:
         max_tokens_cap=settings.get("max_tokens_cap"),
         context_length=context if isinstance(context, int) else None,
         thinking_budget=chosen_budget(settings),
+        sweep_options=settings.get("sweep_options")
+        if isinstance(settings.get("sweep_options"), dict)
+        else None,
     )
     reasons = assessed["reasons"]
     coverage = bundle.get("coverage_score")

@@ -47,11 +47,13 @@ from .preflight import DEFAULT_TRIALS, after_warmup, output_limits, probe, retas
 from .providers import ChatRequest, ChatResponse, Provider, make_provider
 from .reasoning import OutputLimits
 from .resources import cold_start_block, ollama_model_loaded, resources_block, start_power
+from .scoring import SPEED_SUITES
 from .skeleton import refresh_limits
 from .skeleton import refresh_scores as _refresh_scores
 from .skeleton import skeleton as _skeleton
 from .stats import percentile
 from .suites import RunCancelled, RunContext, Suite
+from .sweeps import SWEEP_SUITE, server_facts
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,22 @@ class RunConfig:
     # Seconds from launching the server to its health check passing, when whoever launched it
     # for this run measured it (a lab job's managed server): the cold start's load time.
     server_load_s: float | None = None
+    # The sweeps' cells and request sizes when not the profile's (--depths, --concurrency,
+    # --sweep-prompt-tokens, --sweep-output-tokens); any of them makes the run not comparable.
+    sweep_depths: list[int] | None = None
+    sweep_concurrency: list[int] | None = None
+    sweep_prompt_tokens: int | None = None
+    sweep_output_tokens: int | None = None
+
+    def sweep_options(self) -> dict[str, Any]:
+        """The sweep settings given for this run, by the names the sweep suite reads."""
+        given = {
+            "depths": self.sweep_depths,
+            "concurrency": self.sweep_concurrency,
+            "prompt_tokens": self.sweep_prompt_tokens,
+            "output_tokens": self.sweep_output_tokens,
+        }
+        return {key: value for key, value in given.items() if value is not None}
 
 
 @dataclass
@@ -152,7 +170,7 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
         transport,
         model,
         supports_ignore_eos=info.supports_ignore_eos,
-        num_ctx=OLLAMA_SPEED_NUM_CTX if "speed" in selection.tasks else None,
+        num_ctx=OLLAMA_SPEED_NUM_CTX if SPEED_SUITES & set(selection.tasks) else None,
     )
     prep = PreparedRun(
         config=config,
@@ -386,11 +404,8 @@ class _Progress:
         if not tasks:
             return
         # Speed measures the bare endpoint: a harness prompt would skew its calibrated lengths.
-        provider = (
-            prep.provider
-            if suite.name == "speed"
-            else with_harness(prep.provider, prep.config.harness)
-        )
+        bare = suite.name in SPEED_SUITES
+        provider = prep.provider if bare else with_harness(prep.provider, prep.config.harness)
         ctx = RunContext(
             provider=provider,
             trials=prep.config.trials or DEFAULT_TRIALS,
@@ -400,6 +415,8 @@ class _Progress:
             should_stop=self.should_stop or (lambda: False),
             power=self.sampling.power,
             power_note=self.sampling.note or RunContext.power_note,
+            server=server_facts(prep) if suite.name == SWEEP_SUITE else {},
+            new_provider=(lambda: _new_provider(prep)) if bare else None,
         )
         emit(SuiteStarted(type="suite_started", suite=suite.name, task_count=len(tasks)))
         suite.prepare(ctx)
@@ -519,6 +536,19 @@ def _completed(bundle: Bundle, where: str) -> RunCompleted:
         status=bundle["status"],
         path=where,
         run_id=bundle["run_id"],
+    )
+
+
+def _new_provider(prep: PreparedRun) -> Provider:
+    """The run's provider again on a connection of its own (one per concurrent stream)."""
+    config = prep.config
+    transport = Transport(config.url, api_key=config.api_key, timeout=config.timeout)
+    return make_provider(
+        prep.provider.api,
+        transport,
+        prep.model,
+        supports_ignore_eos=prep.info.supports_ignore_eos,
+        num_ctx=getattr(prep.provider, "num_ctx", None),
     )
 
 

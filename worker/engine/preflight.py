@@ -4,6 +4,7 @@ at the URL probed and the stack named. The orchestrator's prepare_run puts the t
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,9 +28,12 @@ DEFAULT_TRIALS = 5
 
 
 def select_tasks(
-    suite: Suite, patterns: list[str] | None, limits: OutputLimits | None
+    suite: Suite,
+    patterns: list[str] | None,
+    limits: OutputLimits | None,
+    options: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    tasks = suite.effective_tasks(limits)
+    tasks = suite.effective_tasks(limits, options)
     if not patterns:
         return tasks
     return [t for t in tasks if any(fnmatch.fnmatch(t["id"], p) for p in patterns)]
@@ -90,6 +94,12 @@ def select(config: RunConfig) -> Selection:
     if config.trials < 1 or config.trials > 50:
         raise UsageError("--trials must be between 1 and 50")
     _check_limits(config)
+    for flag, value, least in (
+        ("--sweep-prompt-tokens", config.sweep_prompt_tokens, 16),
+        ("--sweep-output-tokens", config.sweep_output_tokens, 2),
+    ):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} must be at least {least}")
     if config.harness not in HARNESSES:
         raise UsageError(
             f"unknown harness {config.harness!r}", hint=f"Harnesses: {', '.join(HARNESSES)}."
@@ -104,7 +114,8 @@ def select(config: RunConfig) -> Selection:
         )
     suites = [installed[name] for name in selected]
     limits, _ = output_limits(config)
-    tasks = {s.name: select_tasks(s, config.tasks, limits) for s in suites}
+    options = config.sweep_options()
+    tasks = {s.name: select_tasks(s, config.tasks, limits, options) for s in suites}
     if not any(tasks.values()):
         raise UsageError("no task matches --tasks", hint="`benchloop info` lists task ids.")
     return Selection(
@@ -157,7 +168,10 @@ def probe(
 def retask(prep: PreparedRun, limits: OutputLimits, source: str) -> None:
     """Put the run's tasks under new output limits (the server's context, a detected budget)."""
     if limits != prep.limits:
-        prep.tasks = {s.name: select_tasks(s, prep.config.tasks, limits) for s in prep.suites}
+        options = prep.config.sweep_options()
+        prep.tasks = {
+            s.name: select_tasks(s, prep.config.tasks, limits, options) for s in prep.suites
+        }
     prep.limits, prep.thinking_budget_source = limits, source
 
 

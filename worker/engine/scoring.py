@@ -13,6 +13,11 @@ BENCHMARK_ID = "benchloop"
 # keeps v3's shape with the fixes listed in docs/metrics.md.
 BENCHMARK_VERSION = "4.0.0"
 SCORE_SCHEMA_VERSION = "3.1.0"
+# Suites that are measured, never scored: the depth and concurrency sweeps. They add no quality,
+# speed, reliability or overall score, so a run's scores are the same with or without them.
+MEASURED_ONLY = frozenset({"speed_sweep"})
+# Suites that measure the bare endpoint (no harness prompt) and speak of speed, not quality.
+SPEED_SUITES = frozenset({"speed"}) | MEASURED_ONLY
 
 
 def _clamp(value: float) -> float:
@@ -52,9 +57,10 @@ def cloud_speed_score(ttft_ms: float | None, decode_tps: float | None) -> float:
 def is_speed_only(suites: Iterable[str], *, speed_suite: str = "speed") -> bool:
     """Whether a run holds no quality suite: it then has no quality, overall or value score.
 
-    One rule for the engine, the legacy reader and the site's importers.
+    One rule for the engine, the legacy reader and the site's importers. The measured-only
+    sweeps are speed too: a run of them alone (profile ``speed-deep``) is speed-only.
     """
-    return not any(name != speed_suite for name in suites)
+    return not any(name != speed_suite and name not in MEASURED_ONLY for name in suites)
 
 
 def quality_weights(
@@ -72,7 +78,7 @@ def quality_weights(
     """
     weights = profile.get("quality_weights", {})
     fallback = fallback_weights or {}
-    quality = [s for s in suites_present if s != speed_suite]
+    quality = [s for s in suites_present if s != speed_suite and s not in MEASURED_ONLY]
     raw = {s: weights[s] for s in quality if s in weights}
     missing = [s for s in quality if s not in raw]
     for name in missing:
@@ -111,7 +117,9 @@ def aggregate(
     """
     has_speed = speed_suite in suites
     speed = suites[speed_suite]["score"] if has_speed else 0.0
-    tasks = [t for s in suites.values() for t in s.get("tasks", [])]
+    scored = {name: s for name, s in suites.items() if name not in MEASURED_ONLY}
+    # A run of the sweeps alone still says how many of its cells ran.
+    tasks = [t for s in (scored or suites).values() for t in s.get("tasks", [])]
     reliability = (
         100.0 * sum(1 for t in tasks if t.get("execution_ok")) / len(tasks) if tasks else 0.0
     )
@@ -126,7 +134,7 @@ def aggregate(
     weights = quality_weights(
         profile, list(suites), speed_suite=speed_suite, fallback_weights=fallback_weights
     )
-    quality = sum(suites[name]["score"] * w for name, w in weights.items())
+    quality = sum(scored[name]["score"] * w for name, w in weights.items())
     if has_speed:
         overall = 0.70 * quality + 0.25 * speed + 0.05 * reliability
     else:

@@ -39,6 +39,7 @@ from .scoring import (
     manifest_hash,
     value_score,
 )
+from .sweeps import sweeps_block
 
 if TYPE_CHECKING:
     from .orchestrator import PreparedRun
@@ -148,6 +149,7 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
             "timeout_s": prep.config.timeout,
             "selected_suites": selected,
             "task_filter": prep.config.tasks or [],
+            "sweep_options": prep.config.sweep_options(),
             "ignore_eos": prep.info.supports_ignore_eos,
         },
         suites={},
@@ -194,6 +196,9 @@ def refresh_scores(bundle: Bundle, prep: PreparedRun, started_clock: float) -> N
     bundle["value_score"] = value_score(
         scores["quality_score"], decode, scores["reliability_score"]
     )
+    sweeps = sweeps_block(suites, prep.config.trials)
+    if sweeps is not None:
+        bundle["sweeps"] = sweeps
     block = _comparability(prep, bundle["status"], bundle["error"], suites)
     bundle["comparability"] = block
     bundle["comparable"] = block["comparable"]
@@ -216,4 +221,5 @@ def _comparability(
         max_tokens_cap=prep.config.max_tokens,
         context_length=context if isinstance(context, int) else None,
         thinking_budget=chosen_budget(_limit_settings(prep)),
+        sweep_options=prep.config.sweep_options(),
     )

@@ -10,6 +10,7 @@ from worker.cli import main
 
 SUITE_COUNTS = {
     "speed": 9,
+    "speed_sweep": 8,
     "toolcall": 15,
     "coding": 12,
     "dataextract": 15,
@@ -27,13 +28,14 @@ def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
     info = json.loads(capsys.readouterr().out)
     assert {name: s["task_count"] for name, s in info["suites"].items()} == SUITE_COUNTS
     totals = {name: p["task_count"] for name, p in info["profiles"].items()}
-    assert totals == {"speed": 9, "smoke": 39, "core": 81, "full": 117}
+    assert totals == {"speed": 9, "smoke": 39, "core": 81, "full": 125, "speed-deep": 8}
     assert all(p["available"] for p in info["profiles"].values())
     assert {name: p["speed_trials"] for name, p in info["profiles"].items()} == {
         "speed": 5,
         "smoke": 3,
         "core": 5,
         "full": 5,
+        "speed-deep": 3,
     }
     assert list(info["harnesses"]) == ["raw", "hermes", "qwen", "pi"]
     assert "<function_call>" in info["harnesses"]["qwen"]
@@ -46,9 +48,13 @@ def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
     text = capsys.readouterr().out
     for name, count in SUITE_COUNTS.items():
         assert any(name in line and f" {count} " in line for line in text.splitlines()), name
-    for profile, total in (("smoke", "39"), ("core", "81"), ("full", "117")):
+    for profile, total in (("smoke", "39"), ("core", "81"), ("full", "125"), ("speed-deep", "8")):
         assert any(profile in line and total in line for line in text.splitlines()), profile
     assert "Harnesses (--harness)" in text
+    # Every figure of the depth and concurrency sweeps is described.
+    assert "Depth and concurrency sweeps" in text
+    for figure in ("depth_tokens", "aggregate_tps", "per_stream_tps", "ttft_tail_ms"):
+        assert figure in text, figure
     for harness in ("raw (default)", "hermes", "qwen", "pi"):
         assert harness in text
 

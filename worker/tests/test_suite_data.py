@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from worker.engine.scoring import manifest_hash
+from worker.engine.scoring import SPEED_SUITES, manifest_hash
 from worker.engine.suites import (
     DATA_DIR,
     SuiteDataError,
@@ -29,7 +29,7 @@ def test_smoke_profile_has_39_tasks():
     assert _profile_total("smoke") == 39
 
 
-@pytest.mark.parametrize(("profile", "total"), [("core", 81), ("full", 117)])
+@pytest.mark.parametrize(("profile", "total"), [("core", 81), ("full", 125), ("speed-deep", 8)])
 def test_larger_profile_totals_once_their_suites_exist(profile, total):
     found = _profile_total(profile)
     if found is None:
@@ -39,7 +39,7 @@ def test_larger_profile_totals_once_their_suites_exist(profile, total):
 
 def test_quality_weights_cover_exactly_the_quality_suites():
     for name, profile in load_profiles()["profiles"].items():
-        quality = {s for s in profile["suites"] if s != "speed"}
+        quality = {s for s in profile["suites"] if s not in SPEED_SUITES}
         assert set(profile["quality_weights"]) == quality, name
         if quality:
             assert sum(profile["quality_weights"].values()) == pytest.approx(1.0), name

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,12 @@ class RunContext:
     # here; None, with `power_note` saying why, where nothing can be sampled.
     power: Any = None
     power_note: str = "not measured: no power sampling in this run"
+    # What the endpoint says about itself (context_length, parallel_slots, slots_source), for
+    # suites that size requests to the server (the sweeps).
+    server: dict = field(default_factory=dict)
+    # A fresh provider on its own connection (httpx clients are not shared across threads);
+    # None where the run cannot open one. The caller closes what it gets.
+    new_provider: Callable[[], Provider] | None = None
 
     def check_stop(self) -> None:
         """Suites call this between requests; a cancelled run stops there."""
@@ -110,8 +116,13 @@ class Suite:
     # Whether the thinking budget applies: quality tasks think, speed's fixed lengths do not.
     thinks = True
 
-    def effective_tasks(self, limits: OutputLimits | None = None) -> list[dict]:
-        """Tasks with suite defaults and the run's output limits applied (the manifest input)."""
+    def effective_tasks(
+        self, limits: OutputLimits | None = None, options: Mapping[str, Any] | None = None
+    ) -> list[dict]:
+        """Tasks with suite defaults and the run's output limits applied (the manifest input).
+
+        ``options`` are the run's suite options (the sweeps' ``--depths``); plain suites have none.
+        """
         out = []
         for task in self.tasks:
             config = {**self.defaults, **task.get("config", {})}

@@ -8,6 +8,8 @@ A prompt the server cannot hold is reported as skipped with the server's reason,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from ...contract import TaskRecord
 from ..providers.base import ChatResponse
@@ -82,9 +84,11 @@ def build_context(target_tokens: int, position: float, needle: str) -> str:
 class LongContextSuite(Suite):
     """Expands ``{{CONTEXT}}`` in each task and turns context overflows into skips."""
 
-    def effective_tasks(self, limits: OutputLimits | None = None) -> list[dict]:
+    def effective_tasks(
+        self, limits: OutputLimits | None = None, options: Mapping[str, Any] | None = None
+    ) -> list[dict]:
         out = []
-        for task in super().effective_tasks(limits):
+        for task in super().effective_tasks(limits, options):
             meta = task["metadata"]
             needle = f"Project Aurora access code is {task['validation']['code']}."
             context = build_context(meta["target_tokens"], meta["needle_position"], needle)

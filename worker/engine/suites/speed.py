@@ -110,7 +110,7 @@ class SpeedSuite(Suite):
                 temperature=config.get("temperature", 0.0),
                 ignore_eos=True,
             )
-            on_chunk = _progress(ctx, task["id"], index)
+            on_chunk = progress_callback(ctx, self.name, task["id"], index)
             # The power monitor's clock when the request leaves: the energy windows start here.
             sent = ctx.power.clock() if ctx.power is not None else 0.0
             try:
@@ -231,7 +231,9 @@ class SpeedSuite(Suite):
         )
 
 
-def _progress(ctx: RunContext, task_id: str, trial: int) -> Callable[[int, float], None]:
+def progress_callback(
+    ctx: RunContext, suite: str, task_id: str, trial: int
+) -> Callable[[int, float], None]:
     """Chunk callback that emits throttled ``task_progress`` events with a live decode rate."""
     first: float | None = None
     last_emit = 0.0
@@ -248,7 +250,7 @@ def _progress(ctx: RunContext, task_id: str, trial: int) -> Callable[[int, float
         ctx.emit(
             TaskProgress(
                 type="task_progress",
-                suite="speed",
+                suite=suite,
                 task_id=task_id,
                 trial=trial,
                 trials=ctx.trials,

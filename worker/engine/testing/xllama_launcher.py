@@ -80,6 +80,7 @@ def serve(
     grammar: str | None = None,
     reasoning_format: str | None = None,
     chat_template: str | None = None,
+    parallel: int = 1,
 ) -> None:
     """Run the server in this process until it is killed."""
     import xllamacpp  # imported here so the module can be imported without the wheel
@@ -91,7 +92,8 @@ def serve(
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.n_ctx = n_ctx
-    params.n_parallel = 1
+    # Slots share n_ctx: each of `parallel` slots holds n_ctx / parallel tokens.
+    params.n_parallel = parallel
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.endpoint_metrics = True
@@ -168,13 +170,14 @@ def start_server(
     grammar_file: Path | None = None,
     reasoning_format: str | None = None,
     chat_template_file: Path | None = None,
+    parallel: int = 1,
 ) -> ServerHandle:
     """Spawn a launcher process and wait until ``/health`` answers 200."""
     port = port or free_port()
     log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
     log_path = log_dir / f"xllama-{port}.log"
     cmd = [sys.executable, "-m", "worker.engine.testing.xllama_launcher", "--port", str(port)]
-    cmd += ["--ctx", str(n_ctx), "--threads", str(threads)]
+    cmd += ["--ctx", str(n_ctx), "--threads", str(threads), "--parallel", str(parallel)]
     if api_key:
         cmd += ["--api-key", api_key]
     if not tools_template:
@@ -214,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--parallel", type=int, default=1, help="server slots (-np)")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--plain-template", action="store_true", help="use the model's template")
     parser.add_argument("--grammar-file", type=Path, help="a GBNF grammar for every answer")
@@ -233,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         grammar=args.grammar_file.read_text() if args.grammar_file else None,
         reasoning_format=args.reasoning_format,
         chat_template=args.chat_template_file.read_text() if args.chat_template_file else None,
+        parallel=args.parallel,
     )
 
 

@@ -1,0 +1,104 @@
+"""The bundle's ``sweeps`` block, built from the speed_sweep suite's cells, and the server facts
+the sweeps size their requests by (context and slots)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from ..contract import ConcurrencyCell, ConcurrencySweep, DepthCell, DepthSweep, Sweeps
+from .errors import EngineError
+
+if TYPE_CHECKING:
+    from .orchestrator import PreparedRun
+
+SWEEP_SUITE = "speed_sweep"
+DEPTH_METHOD = (
+    "llama-bench -d: d context tokens are cached by a first request, then p new tokens are "
+    "prefilled and n decoded on top of them"
+)
+
+
+def server_facts(prep: PreparedRun) -> dict[str, Any]:
+    """The server's context (tokens per slot) and slot count, with where each came from."""
+    launch = {**prep.stack.launch, **prep.info.launch}
+    facts: dict[str, Any] = {
+        "kind": prep.info.kind,
+        "context_length": None,
+        "context_source": None,
+        "parallel_slots": None,
+        "slots_source": None,
+    }
+    num_ctx = getattr(prep.provider, "num_ctx", None)
+    if prep.provider.api == "ollama" and isinstance(num_ctx, int):
+        facts.update(context_length=num_ctx, context_source="ollama num_ctx")
+    elif isinstance(launch.get("context_length"), int):
+        facts.update(context_length=launch["context_length"], context_source="server")
+    slots = launch.get("parallel_slots")
+    if isinstance(slots, int) and slots > 0:
+        facts.update(parallel_slots=slots, slots_source="llama.cpp /props total_slots")
+    elif prep.info.kind == "llama.cpp":
+        try:
+            listing = prep.transport.get_json("/slots")
+        except EngineError:
+            listing = None
+        if isinstance(listing, list) and listing:
+            facts.update(parallel_slots=len(listing), slots_source="llama.cpp /slots")
+    return facts
+
+
+def sweeps_block(suites: Mapping[str, Any], trials: int | None) -> Sweeps | None:
+    """``sweeps`` from the speed_sweep suite's task records; None when the run has none."""
+    suite = suites.get(SWEEP_SUITE)
+    if not isinstance(suite, Mapping):
+        return None
+    meta = suite.get("metadata") or {}
+    server = meta.get("server") or {}
+    depth: list[tuple[dict, dict]] = []
+    concurrency: list[tuple[dict, dict]] = []
+    for task in suite.get("tasks") or []:
+        task_meta = task.get("metadata") or {}
+        spec, cell = task_meta.get("sweep"), task_meta.get("cell")
+        if not isinstance(spec, dict) or not isinstance(cell, dict):
+            continue  # a cell that crashed: its task record carries the error
+        (depth if spec.get("kind") == "depth" else concurrency).append((spec, cell))
+    block = Sweeps()
+    if depth:
+        block["depth"] = DepthSweep(
+            method=DEPTH_METHOD,
+            prompt_tokens=int(depth[0][0]["prompt_tokens"]),
+            output_tokens=int(depth[0][0]["output_tokens"]),
+            trials=int(trials or 1),
+            server_context=server.get("context_length"),
+            cells=[cast(DepthCell, cell) for _, cell in depth],
+        )
+    if concurrency:
+        block["concurrency"] = ConcurrencySweep(
+            prompt_tokens=int(concurrency[0][0]["prompt_tokens"]),
+            output_tokens=int(concurrency[0][0]["output_tokens"]),
+            server_slots=server.get("parallel_slots"),
+            slots_source=server.get("slots_source"),
+            cells=[cast(ConcurrencyCell, cell) for _, cell in concurrency],
+        )
+    return block or None
+
+
+# What `benchloop info` prints for each figure of the sweeps (docs/metrics.md has the detail).
+SWEEP_METRICS: dict[str, str] = {
+    "depth": "tokens already in the server's context when the measured request starts",
+    "depth_tokens": "the server's own count of the tokens it reused from its cache (cache_n)",
+    "cache_held": "whether the cache held at least 90% of the context in every trial",
+    "prompt_tokens (depth)": "new prompt tokens the server evaluated in the measured request",
+    "prefill_tps (depth)": "new prompt tokens evaluated ÷ time to first token, per trial",
+    "decode_tps (depth)": "(N − 1) ÷ (last − first output token), N decoded with ignore_eos",
+    "ttft_ms (depth)": "time from sending the measured request to its first output token",
+    "streams": "requests sent at the same moment, each on its own connection",
+    "aggregate_tps": "completion tokens of a round ÷ (last output token − first send), "
+    "summed over the measured rounds (warm-up round excluded)",
+    "aggregate_decode_tps": "tokens after each request's first ÷ (last output token − "
+    "earliest first token): decode only, llama-benchy's total tg figure",
+    "per_stream_tps": "each request's own decode rate, (N − 1) ÷ (last − first output token)",
+    "ttft_p50_ms / ttft_tail_ms": "median and 99th percentile of TTFT over the level's "
+    "requests; the tail is labelled max when fewer than 20",
+    "server_slots": "the server's parallel slots (llama.cpp /props total_slots or /slots)",
+}

@@ -1,0 +1,105 @@
+"""The sweep's rules that need no server: its cells from the data file or the run's options, the
+scores it leaves alone, and what makes a sweep run not comparable."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.cli import EXIT_USAGE, main
+from worker.engine.comparability import assess
+from worker.engine.scoring import aggregate, is_speed_only
+from worker.engine.suites import available_suites, load_profiles
+from worker.engine.suites.sweep import parse_levels
+
+SWEEP = available_suites()["speed_sweep"]
+
+
+def _suite(name: str, score: float, ok: bool = True) -> dict:
+    task = {"task_id": f"{name}-1", "execution_ok": ok, "score": score}
+    return {"score": score, "tasks": [task]}
+
+
+def test_the_data_file_has_llama_bench_s_depths_and_four_concurrency_levels() -> None:
+    tasks = SWEEP.effective_tasks()
+    depth = [t["sweep"]["depth"] for t in tasks if t["sweep"]["kind"] == "depth"]
+    streams = [t["sweep"]["streams"] for t in tasks if t["sweep"]["kind"] == "concurrency"]
+    assert (depth, streams) == ([0, 4096, 16384, 32768], [1, 2, 4, 8])
+
+
+def test_run_options_replace_the_cells_and_the_request_sizes() -> None:
+    options = {"depths": [0, 1024], "concurrency": [1, 3], "prompt_tokens": 64}
+    tasks = SWEEP.effective_tasks(None, options)
+    assert [t["id"] for t in tasks] == [
+        "sweep-depth-0",
+        "sweep-depth-1024",
+        "sweep-concurrency-1",
+        "sweep-concurrency-3",
+    ]
+    assert {t["sweep"]["prompt_tokens"] for t in tasks} == {64}
+    assert {t["sweep"]["output_tokens"] for t in tasks} == {128}
+    # --max-tokens caps the decoded tokens as it caps every answer.
+    assert {t["sweep"]["output_tokens"] for t in SWEEP.effective_tasks(16)} == {16}
+
+
+def test_profiles_full_and_speed_deep_run_the_sweep() -> None:
+    profiles = load_profiles()["profiles"]
+    assert "speed_sweep" in profiles["full"]["suites"]
+    assert profiles["speed-deep"]["suites"] == ["speed_sweep"]
+    assert "speed_sweep" not in profiles["full"]["quality_weights"]
+
+
+def test_the_sweep_changes_no_score() -> None:
+    profile = load_profiles()["profiles"]["full"]
+    without = {"speed": _suite("speed", 70.0), "agent": _suite("agent", 50.0)}
+    # A failed sweep cell (score 0, not execution_ok) moves neither quality nor reliability.
+    with_sweep = {**without, "speed_sweep": _suite("speed_sweep", 0.0, ok=False)}
+    assert aggregate(with_sweep, profile) == aggregate(without, profile)
+    assert is_speed_only(["speed", "speed_sweep"]) and is_speed_only(["speed_sweep"])
+    assert not is_speed_only(["speed_sweep", "agent"])
+    # A run of the sweep alone still says how many of its cells ran.
+    alone = aggregate({"speed_sweep": _suite("speed_sweep", 100.0)}, profile)
+    assert (alone["quality_score"], alone["reliability_score"]) == (None, 100.0)
+
+
+def test_changed_sweep_cells_make_a_run_not_comparable() -> None:
+    expected = {"speed_sweep": [t["id"] for t in SWEEP.effective_tasks()]}
+    ran = {"speed_sweep": {"tasks": [{"task_id": "sweep-depth-0", "metadata": {}}]}}
+    block = assess(
+        status="complete",
+        error=None,
+        expected=expected,
+        suites=ran,
+        custom_selection=False,
+        sweep_options={"depths": [0, 1024], "output_tokens": 32},
+    )
+    assert block["reasons"] == [
+        "--depths 0,1024 --sweep-output-tokens 32 changes the sweep's cells"
+    ]
+    assert not block["comparable"]
+
+
+def test_a_cell_capped_by_the_server_s_context_still_counts_as_scored() -> None:
+    skipped = {
+        "task_id": "sweep-depth-32768",
+        "metadata": {"cell": {"depth": 32768, "status": "skipped", "reason": "exceeds"}},
+    }
+    block = assess(
+        status="complete",
+        error=None,
+        expected={"speed_sweep": ["sweep-depth-32768"]},
+        suites={"speed_sweep": {"tasks": [skipped]}},
+        custom_selection=False,
+    )
+    assert block["comparable"] and block["tasks_scored"] == 1
+
+
+@pytest.mark.parametrize("text", ["", "a,b", "-1,4", ","])
+def test_bad_levels_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_levels(text, minimum=0)
+
+
+def test_the_cli_refuses_bad_levels_before_any_request(bench_home, capsys) -> None:
+    code = main(["run", "--url", "http://127.0.0.1:9", "--depths", "4k", "--json"])
+    assert code == EXIT_USAGE
+    assert "--depths '4k'" in capsys.readouterr().err

@@ -12,15 +12,15 @@ ours the client's share of TTFT (worker.engine.metrics.ttft_split).
     .venv/bin/python bench/engine_fidelity.py                      # starts its own SmolLM2 server
     .venv/bin/python bench/engine_fidelity.py --rounds 3 --runs 3 --out /tmp/fidelity.json
 
-llama-benchy 0.4.0 runs from its own virtualenv (--benchy-python; `pip install llama-benchy==0.4.0
-gguf==0.19.0` there): its tokenizer is rebuilt from the GGUF (bench/benchy_tools.py) and its
-corpus, normally a downloaded book, is our filler text under a private $HOME.
+llama-benchy 0.4.0 runs from its own virtualenv (--benchy-venv; `pip install llama-benchy==0.4.0
+gguf==0.19.0` there): its tokenizer is rebuilt from the GGUF (bench/gguf_tokenizer.py) and its
+corpus, normally a downloaded book, is our own text in its download cache
+(bench/sweep_fidelity.py's prepare_benchy).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -34,15 +34,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sweep_fidelity import BOOK_URL, prepare_benchy  # noqa: E402
 from worker.engine.metrics import request_metrics  # noqa: E402
 from worker.engine.providers import ChatRequest, OpenAIProvider  # noqa: E402
 from worker.engine.stats import percentile  # noqa: E402
 from worker.engine.suites import RunContext, available_suites  # noqa: E402
-from worker.engine.suites.prompts import filler, new_nonce, speed_messages  # noqa: E402
-from worker.engine.testing.xllama_launcher import MODEL_ALIAS, model_path, start_server  # noqa: E402
+from worker.engine.suites.prompts import new_nonce, speed_messages  # noqa: E402
+from worker.engine.testing.xllama_launcher import MODEL_ALIAS, start_server  # noqa: E402
 from worker.engine.transport import Transport  # noqa: E402
 
-BENCHY_BOOK_URL = "https://www.gutenberg.org/files/1661/1661-0.txt"  # its default --book-url
 METRIC = re.compile(r"^llamacpp:(\w+) ([0-9.eE+-]+)$", re.MULTILINE)
 
 
@@ -99,24 +99,13 @@ def _counters(text: str) -> dict[str, float]:
 class Benchy:
     """llama-benchy's own CLI, one invocation per cell, /metrics snapshotted after each run."""
 
-    def __init__(self, url: str, python: str, work: Path):
-        self.url, self.python, self.work = url, python, work
-        self.tokenizer = work / "tokenizer.json"
-        subprocess.run(
-            [python, str(ROOT / "bench" / "benchy_tools.py"), "tokenizer", str(model_path())]
-            + [str(self.tokenizer)],
-            check=True,
-            capture_output=True,
-        )
-        # llama-benchy caches its book under ~/.cache/llama-benchy/md5(url).txt: a private HOME
-        # holding our own text keeps it offline and out of the user's home.
-        self.home = work / "home"
-        cache = self.home / ".cache" / "llama-benchy"
-        cache.mkdir(parents=True, exist_ok=True)
-        name = hashlib.md5(BENCHY_BOOK_URL.encode()).hexdigest()
-        (cache / f"{name}.txt").write_text(filler(60_000), encoding="utf-8")
+    def __init__(self, url: str, venv: Path, work: Path):
+        self.url, self.python, self.work = url, str(venv / "bin" / "python"), work
+        # The same offline set-up as the sweep bench: a tokenizer.json from the GGUF and our own
+        # corpus in llama-benchy's download cache.
+        self.tokenizer = prepare_benchy(venv, work)
         self.version = subprocess.run(
-            [python, "-m", "llama_benchy", "--version"], capture_output=True, text=True
+            [self.python, "-m", "llama_benchy", "--version"], capture_output=True, text=True
         ).stdout.strip()
 
     def cell(self, pp: int, tg: int, runs: int) -> tuple[list[dict], str]:
@@ -130,11 +119,11 @@ class Benchy:
             [self.python, "-m", "llama_benchy", "--base-url", f"{self.url}/v1"]
             + ["--model", MODEL_ALIAS, "--tokenizer", str(self.tokenizer)]
             + ["--pp", str(pp), "--tg", str(tg), "--runs", str(runs), "--exact-tg"]
-            + ["--skip-coherence", "--format", "json", "--save-result", str(out)]
+            + ["--skip-coherence", "--book-url", BOOK_URL]
+            + ["--format", "json", "--save-result", str(out)]
             + ["--post-run-cmd", take],
             capture_output=True,
             text=True,
-            env={**os.environ, "HOME": str(self.home)},
         )
         blocks = [_counters(b) for b in snaps.read_text().split("#SNAP") if b.strip()]
         # Block 0: before; block 1: after the warm-up run; then one per measured run.
@@ -180,7 +169,7 @@ def run(args: argparse.Namespace) -> dict:
         url = server.base_url
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            ours, benchy = Ours(url), Benchy(url, args.benchy_python, Path(tmp))
+            ours, benchy = Ours(url), Benchy(url, args.benchy_venv, Path(tmp))
             results: dict[str, dict[str, list]] = {
                 tool: {str(pp): [] for pp in args.pp} for tool in ("ours", "benchy")
             }
@@ -237,7 +226,7 @@ def _summary(results: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running llama.cpp server (default: start one)")
-    parser.add_argument("--benchy-python", default="/work/venv-benchy/bin/python")
+    parser.add_argument("--benchy-venv", type=Path, default=Path("/work/venv-benchy"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tg", type=int, default=64)

@@ -50,7 +50,7 @@ def _mean(values: list[float | None]) -> float | None:
     return statistics.fmean(clean) if clean else None
 
 
-def _prepare_benchy(venv: Path, work: Path) -> Path:
+def prepare_benchy(venv: Path, work: Path) -> Path:
     """tokenizer.json from the GGUF, and our own corpus in llama-benchy's download cache."""
     tokenizer = subprocess.run(
         [
@@ -318,7 +318,7 @@ def main() -> None:
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
     venv = Path(os.environ.get("BENCHY_VENV", "/work/venv-benchy"))
     work = Path(tempfile.mkdtemp(prefix="sweep-fidelity-"))
-    tokenizer = _prepare_benchy(venv, work)
+    tokenizer = prepare_benchy(venv, work)
     server = start_server(
         n_ctx=args.slots * args.slot_ctx,
         parallel=args.slots,

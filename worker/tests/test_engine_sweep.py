@@ -135,8 +135,9 @@ def test_concurrent_streams_share_the_server_s_two_slots(sweep_run) -> None:
         assert cell["ttft_p50_ms"] <= cell["ttft_tail_ms"]
     one, two, four = cells[1], cells[2], cells[4]
     single = one["per_stream_tps"]["median"]
-    assert two["per_stream_tps"]["median"] <= SLACK * single
-    assert four["per_stream_tps"]["median"] <= SLACK * single
+    # Cells minutes apart on a shared machine: the load can fall between them, hence the slack.
+    assert two["per_stream_tps"]["median"] <= 1.3 * single
+    assert four["per_stream_tps"]["median"] <= 1.3 * single
     # Two slots decode two streams at once: together faster than one of them alone ...
     assert two["aggregate_decode_tps"] > 1.2 * two["per_stream_tps"]["median"]
     # ... but never more than two streams' worth, however many are sent.

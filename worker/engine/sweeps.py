@@ -89,7 +89,8 @@ SWEEP_METRICS: dict[str, str] = {
     "depth_tokens": "the server's own count of the tokens it reused from its cache (cache_n)",
     "cache_held": "whether the cache held at least 90% of the context in every trial",
     "prompt_tokens (depth)": "new prompt tokens the server evaluated in the measured request",
-    "prefill_tps (depth)": "new prompt tokens evaluated ÷ time to first token, per trial",
+    "prefill_tps (depth)": "new prompt tokens the server evaluated ÷ prefill window (response "
+    "headers → first token), per trial, as in the speed suite",
     "decode_tps (depth)": "(N − 1) ÷ (last − first output token), N decoded with ignore_eos",
     "ttft_ms (depth)": "time from sending the measured request to its first output token",
     "streams": "requests sent at the same moment, each on its own connection",

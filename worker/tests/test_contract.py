@@ -223,3 +223,18 @@ def test_a_field_only_the_schema_knows_is_found() -> None:
     found = _fields(schema, schema, Bundle, "bundle", both_ways=True)
     assert "bundle.brand_new: required by the schema, optional in Bundle" in found
     assert "bundle.brand_new: in the schema, not in Bundle" in found
+
+
+def test_a_slightly_negative_client_share_of_ttft_is_a_valid_upload() -> None:
+    """The TTFT split resolves about a millisecond (docs/metrics.md), so a median client share
+    can dip below zero; the site once refused such a run's upload (speed figures are >= 0)."""
+    import jsonschema
+
+    bundle = json.loads((REPO / "worker/tests/data/cli/speed-p128.json").read_text())
+    validator = jsonschema.Draft202012Validator(json.loads(UPLOAD_SCHEMA.read_text()))
+    bundle["speed_summary"]["ttft_client_ms"] = -0.745
+    assert list(validator.iter_errors(bundle)) == []
+    bundle["speed_summary"]["decode_ratio_vs_server"] = -1.0  # a rate is never negative
+    assert [e.json_path for e in validator.iter_errors(bundle)] == [
+        "$.speed_summary.decode_ratio_vs_server"
+    ]

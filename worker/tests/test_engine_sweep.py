@@ -80,7 +80,7 @@ def test_the_cli_shows_the_sweep_s_progress_and_tables(sweep_run) -> None:
     assert "exceeds the server's context (2048 tokens)" in done.stdout
 
 
-def test_depth_cells_hold_their_context_and_decode_no_faster_there(sweep_run) -> None:
+def test_depth_cells_hold_their_context_and_keep_the_servers_clock(sweep_run) -> None:
     _, bundle = sweep_run
     block = bundle["sweeps"]["depth"]
     assert (block["prompt_tokens"], block["output_tokens"], block["trials"]) == (N_NEW, N_OUT, 3)
@@ -99,11 +99,14 @@ def test_depth_cells_hold_their_context_and_decode_no_faster_there(sweep_run) ->
         assert cell["token_count_source"] == "server"
         # The new tokens the server evaluated, near the p asked for.
         assert 0.7 * N_NEW <= cell["prompt_tokens"] <= 1.3 * N_NEW + 40
-    assert deep["decode_tps"]["median"] <= SLACK * shallow["decode_tps"]["median"]
+    # Cells run minutes apart on a shared machine, so rates are held against the server's own
+    # clock for the same request rather than against another cell's.
     for trial in bundle["suites"]["speed_sweep"]["tasks"][1]["metadata"]["trials"]:
         assert trial["server"]["cache_n"] == trial["depth_tokens"]
         assert trial["server"]["prompt_n"] == trial["evaluated_tokens"]
         assert trial["completion_tokens"] == N_OUT  # ignore_eos: every trial decodes n
+        assert 0.8 < trial["decode_ratio_vs_server"] < 1.25
+        assert 0.8 < trial["prefill_ratio_vs_server"] < 1.25
 
 
 def test_a_depth_beyond_the_server_s_context_is_skipped(sweep_run, sweep_server) -> None:
@@ -133,11 +136,9 @@ def test_concurrent_streams_share_the_server_s_two_slots(sweep_run) -> None:
         assert cell["ttft_tail_label"] == "max"  # n < 20
         assert cell["ttft_tail_ms"] == max_ttft(bundle, streams)
         assert cell["ttft_p50_ms"] <= cell["ttft_tail_ms"]
-    one, two, four = cells[1], cells[2], cells[4]
-    single = one["per_stream_tps"]["median"]
-    # Cells minutes apart on a shared machine: the load can fall between them, hence the slack.
-    assert two["per_stream_tps"]["median"] <= 1.3 * single
-    assert four["per_stream_tps"]["median"] <= 1.3 * single
+    two, four = cells[2], cells[4]
+    # Relations below hold within one cell (one round's streams at once): cells run minutes
+    # apart on a shared machine, where the load can change tenfold between them.
     # Two slots decode two streams at once: together faster than one of them alone ...
     assert two["aggregate_decode_tps"] > 1.2 * two["per_stream_tps"]["median"]
     # ... but never more than two streams' worth, however many are sent.

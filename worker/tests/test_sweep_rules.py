@@ -7,6 +7,7 @@ import pytest
 
 from worker.cli import EXIT_USAGE, main
 from worker.engine.comparability import assess
+from worker.engine.reasoning import OutputLimits
 from worker.engine.scoring import aggregate, is_speed_only
 from worker.engine.suites import available_suites, load_profiles
 from worker.engine.suites.sweep import parse_levels
@@ -38,7 +39,9 @@ def test_run_options_replace_the_cells_and_the_request_sizes() -> None:
     assert {t["sweep"]["prompt_tokens"] for t in tasks} == {64}
     assert {t["sweep"]["output_tokens"] for t in tasks} == {128}
     # --max-tokens caps the decoded tokens as it caps every answer.
-    assert {t["sweep"]["output_tokens"] for t in SWEEP.effective_tasks(16)} == {16}
+    assert {
+        t["sweep"]["output_tokens"] for t in SWEEP.effective_tasks(OutputLimits(max_tokens=16))
+    } == {16}
 
 
 def test_profiles_full_and_speed_deep_run_the_sweep() -> None:

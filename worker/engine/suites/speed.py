@@ -22,6 +22,15 @@ FALLBACK_BASE_TOKENS = 40
 PROGRESS_INTERVAL_S = 0.25
 
 
+def calibrate(base: int | None, full: int | None) -> tuple[bool, float, float]:
+    """The server's prompt-token counts with no filler and with CALIBRATION_WORDS words give the
+    fixed overhead and the tokens per filler word; (calibrated, overhead, per word), with the
+    fallback estimates where the server counted nothing usable."""
+    if base is not None and full is not None and 0 < base < full:
+        return True, base, round((full - base) / CALIBRATION_WORDS, 4)
+    return False, FALLBACK_BASE_TOKENS, FALLBACK_TOKENS_PER_WORD
+
+
 def _median(values: list) -> float | None:
     clean = sorted(v for v in values if v is not None)
     return round(percentile(clean, 0.5), 4) if clean else None
@@ -66,14 +75,11 @@ class SpeedSuite(Suite):
                     "ttft_ms": response.timing.first_token_ms if response.timing else None,
                 }
             )
-        base, full = counts
-        calibrated = base is not None and full is not None and 0 < base < full
+        calibrated, base_tokens, per_word = calibrate(*counts)
         ctx.suite_metadata["calibration"] = {
             "calibrated": calibrated,
-            "base_tokens": base if calibrated else FALLBACK_BASE_TOKENS,
-            "tokens_per_word": round((full - base) / CALIBRATION_WORDS, 4)
-            if base is not None and full is not None and calibrated
-            else FALLBACK_TOKENS_PER_WORD,
+            "base_tokens": base_tokens,
+            "tokens_per_word": per_word,
             "reference_instruction_words": len(instruction.split()),
         }
         ctx.suite_metadata["warmup"] = warmups

@@ -24,12 +24,15 @@ from ..reasoning import OutputLimits
 from ..stats import percentile, summarize
 from .base import RunContext, Suite, task_record
 from .prompts import filler, new_nonce, speed_messages
-from .speed import progress_callback
+from .speed import (
+    CALIBRATION_WORDS,
+    FALLBACK_BASE_TOKENS,
+    FALLBACK_TOKENS_PER_WORD,
+    calibrate,
+    progress_callback,
+)
 
 SUITE = "speed_sweep"
-CALIBRATION_WORDS = 300
-FALLBACK_TOKENS_PER_WORD = 1.35
-FALLBACK_BASE_TOKENS = 40
 # The cache holds the depth when the server reused at least this share of the context tokens.
 CACHE_HELD_SHARE = 0.9
 # Below this many samples the TTFT tail is the maximum, not a 99th percentile.
@@ -108,14 +111,11 @@ class SweepSuite(Suite):
     def prepare(self, ctx: RunContext) -> None:
         """Two excluded requests that measure the context turn's overhead and tokens per word."""
         counts = [self._count(ctx, [_context_turn(new_nonce(), w)]) for w in (0, CALIBRATION_WORDS)]
-        base, full = counts
-        calibrated = base is not None and full is not None and 0 < base < full
+        calibrated, base_tokens, per_word = calibrate(*counts)
         ctx.suite_metadata["calibration"] = {
             "calibrated": calibrated,
-            "context_base_tokens": base if calibrated else FALLBACK_BASE_TOKENS,
-            "tokens_per_word": round((full - base) / CALIBRATION_WORDS, 4)
-            if calibrated and base is not None and full is not None
-            else FALLBACK_TOKENS_PER_WORD,
+            "context_base_tokens": base_tokens,
+            "tokens_per_word": per_word,
             "overheads": {},
         }
         ctx.suite_metadata["server"] = dict(ctx.server)
@@ -142,8 +142,9 @@ class SweepSuite(Suite):
         after = self._count(ctx, [context, ACK, _question_turn(0, instruction)])
         base = calib["context_base_tokens"] if calib["calibrated"] else None
         words = len(instruction.split())
+        estimate = FALLBACK_BASE_TOKENS + words * FALLBACK_TOKENS_PER_WORD
         out = {
-            "depth0": float(alone) if alone else FALLBACK_BASE_TOKENS + words * 1.35,
+            "depth0": float(alone) if alone else estimate,
             # The new turn's own tokens: the reply, the question and the generation prompt.
             "question": float(after - base)
             if after and base is not None and after > base

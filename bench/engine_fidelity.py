@@ -113,8 +113,6 @@ class Benchy:
         snaps.unlink(missing_ok=True)
         out = self.work / f"benchy-{pp}.json"
         take = f"(curl -s {self.url}/metrics; echo '#SNAP') >> {snaps}"
-        # The first snapshot, before its warm-up run's counters are taken, comes from here.
-        subprocess.run(take, shell=True, check=True)
         proc = subprocess.run(
             [self.python, "-m", "llama_benchy", "--base-url", f"{self.url}/v1"]
             + ["--model", MODEL_ALIAS, "--tokenizer", str(self.tokenizer)]
@@ -125,12 +123,13 @@ class Benchy:
             capture_output=True,
             text=True,
         )
-        blocks = [_counters(b) for b in snaps.read_text().split("#SNAP") if b.strip()]
-        # Block 0: before; block 1: after the warm-up run; then one per measured run.
-        deltas = []
-        for before, after in zip(blocks[1:], blocks[2:], strict=False):
-            d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-            deltas.append(d)
+        text = snaps.read_text() if snaps.exists() else ""
+        # Block 0: after the warm-up run; then one per measured run.
+        blocks = [_counters(b) for b in text.split("#SNAP") if b.strip()]
+        deltas = [
+            {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+            for before, after in zip(blocks, blocks[1:], strict=False)
+        ]
         if proc.returncode != 0 or not out.exists():
             return [], proc.stdout[-2000:] + proc.stderr[-2000:]
         report = json.loads(out.read_text())
@@ -232,10 +231,10 @@ def main() -> None:
     parser.add_argument("--tg", type=int, default=64)
     parser.add_argument("--pp", type=int, nargs="+", default=[128, 512, 2048])
     parser.add_argument("--out", type=Path)
-    report = run(parser.parse_args())
-    text = json.dumps(report, indent=2)
-    if report_path := parser.parse_args().out:
-        report_path.write_text(text)
+    args = parser.parse_args()
+    report = run(args)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "requests"}, indent=2))
 
 

@@ -146,7 +146,7 @@ ENGINES = [
     ("vllm", "0.11.0", 1.08),
     ("lm-studio", "0.3.27", 0.97),
 ]
-HARNESSES = ["raw", "raw", "raw", "hermes", "qwen"]
+HARNESSES = ["raw", "raw", "raw", "xml-tool-call", "aider"]
 SUBMITTERS = [
     "ada",
     "grace",

@@ -36,7 +36,7 @@ from worker.engine.compare import compare_bundles
 from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.hardware import detect_hardware
-from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
+from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES, canonical
 from worker.engine.orchestrator import RunConfig, execute, prepare_run
 from worker.engine.preflight import DEFAULT_TRIALS
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
@@ -463,8 +463,10 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--harness",
         choices=HARNESSES,
+        type=canonical,
         default="raw",
-        help="how tools are offered and calls read back (raw = native tool calls)",
+        help="a prompt format (raw = native tool calls) or a real harness program, which runs "
+        "the matrix suites; the old format names hermes, qwen and pi still work",
     )
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--local", action="store_true", help="force the local scoring curve")

@@ -24,7 +24,7 @@ def _stack(**fields) -> Stack:
 
 def test_stacks_that_read_alike_get_the_parts_that_tell_them_apart() -> None:
     raw = _stack()
-    hermes = _stack(harness="hermes", context_length=32768)
+    hermes = _stack(harness="xml-tool-call", context_length=32768)
     other = _stack(model_id="qwen3:8b")
     assert raw.label == hermes.label == "qwen3:32b Q8_0 · ollama"
 
@@ -32,7 +32,7 @@ def test_stacks_that_read_alike_get_the_parts_that_tell_them_apart() -> None:
 
     assert labels == [
         "qwen3:32b Q8_0 · ollama · raw harness · ctx default",
-        "qwen3:32b Q8_0 · ollama · hermes harness · ctx 32K",
+        "qwen3:32b Q8_0 · ollama · xml-tool-call harness · ctx 32K",
         "qwen3:8b Q8_0 · ollama",  # no neighbour reads like it: the short label is enough
     ]
 

@@ -1,9 +1,15 @@
 """Prompt and parse adapters: how tools are offered to a model and how its calls are read back.
 
 - ``raw``: native OpenAI-style ``tools``; nothing is changed.
-- ``hermes``: tools listed in a system prompt; calls come back as ``<tool_call>{json}</tool_call>``.
-- ``qwen``: the same with ``<function_call>`` tags.
-- ``pi``: reasoning inside ``<think>…</think>`` first (removed from the answer), then Hermes tags.
+- ``xml-tool-call``: tools listed in a system prompt; calls come back as
+  ``<tool_call>{json}</tool_call>`` (the format Hermes-style models are trained on).
+- ``xml-function-call``: the same with ``<function_call>`` tags.
+- ``think-xml-tool-call``: reasoning inside ``<think>…</think>`` first (removed from the answer),
+  then ``<tool_call>`` tags.
+
+These are prompt formats, not programs: the real agent programs (Aider, Hermes Agent,
+mini-swe-agent) are in ``worker.engine.matrix``. Until 0.4 the formats were called ``hermes``,
+``qwen`` and ``pi``; ``LEGACY_NAMES`` maps those (an earlier CLI's ``--harness hermes``) here.
 
 Parsing is forgiving of what small models emit: an unclosed final tag, JSON in a code fence,
 ``name``/``function``/``tool`` and ``arguments``/``args``/``parameters`` keys, arguments given as
@@ -17,17 +23,35 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
+from .matrix.programs import PROGRAMS
 from .providers.base import ChatRequest, ChatResponse, ChunkCallback, Provider, ToolCall
 
 HARNESS_VERSION = "v1"
-TAGS = {"hermes": "tool_call", "qwen": "function_call", "pi": "tool_call"}
-HARNESSES = ("raw", "hermes", "qwen", "pi")
-HARNESS_DESCRIPTIONS = {
+THINK = "think-xml-tool-call"
+TAGS = {"xml-tool-call": "tool_call", "xml-function-call": "function_call", THINK: "tool_call"}
+FORMATS = ("raw", *TAGS)
+FORMAT_DESCRIPTIONS = {
     "raw": "native OpenAI-style tools; calls read from the API's tool_calls",
-    "hermes": "tools in the system prompt; calls as <tool_call>{json}</tool_call>",
-    "qwen": "tools in the system prompt; calls as <function_call>{json}</function_call>",
-    "pi": "reasoning in <think>…</think> first, then Hermes-style <tool_call> tags",
+    "xml-tool-call": "tools in the system prompt; calls as <tool_call>{json}</tool_call>",
+    "xml-function-call": "tools in the system prompt; calls as <function_call>{json}</function_call>",
+    THINK: "reasoning in <think>…</think> first, then <tool_call> tags",
 }
+LEGACY_NAMES = {"hermes": "xml-tool-call", "qwen": "xml-function-call", "pi": THINK}
+HARNESSES = FORMATS + tuple(PROGRAMS)
+HARNESS_DESCRIPTIONS = FORMAT_DESCRIPTIONS | {
+    name: f"the real {spec.description} ({spec.package}=={spec.version}); matrix suites only"
+    for name, spec in PROGRAMS.items()
+}
+
+
+def canonical(name: str) -> str:
+    """The harness's current name (an old format name maps to its new one)."""
+    return LEGACY_NAMES.get(name, name)
+
+
+def is_program(name: str) -> bool:
+    """Whether ``name`` is a real harness program rather than a prompt format."""
+    return name in PROGRAMS
 
 _THINK_PROMPT = (
     "First think step by step inside <think> and </think>. After </think>, write only your answer."
@@ -79,12 +103,12 @@ def _as_text_turns(messages: list[dict], tag: str) -> list[dict]:
 
 def prepare(harness: str, request: ChatRequest) -> ChatRequest:
     """The request as this harness sends it."""
-    if harness not in HARNESSES:
-        raise ValueError(f"unknown harness {harness!r}; choose one of {', '.join(HARNESSES)}")
+    if harness not in FORMATS:
+        raise ValueError(f"unknown harness {harness!r}; choose one of {', '.join(FORMATS)}")
     if harness == "raw":
         return request
     parts = []
-    if harness == "pi":
+    if harness == THINK:
         parts.append(_THINK_PROMPT)
     if request.tools:
         parts.append(_tools_prompt(request.tools, TAGS[harness]))
@@ -160,12 +184,12 @@ def _strip_think(text: str) -> tuple[str, str, int]:
 
 
 def parse(harness: str, response: ChatResponse) -> Parsed:
-    """Read tool calls (and, for ``pi``, reasoning) out of the response text."""
+    """Read tool calls (and, for ``think-xml-tool-call``, reasoning) out of the response text."""
     if harness == "raw":
         return Parsed(response)
     content = response.content
     reasoning, blocks_seen = response.reasoning, 0
-    if harness == "pi":
+    if harness == THINK:
         content, thought, blocks_seen = _strip_think(content)
         reasoning = "\n".join(x for x in (response.reasoning, thought) if x)
     content, blocks = _split_tags(content, TAGS[harness])
@@ -190,8 +214,8 @@ class HarnessProvider:
     """
 
     def __init__(self, provider: Provider, harness: str) -> None:
-        if harness not in HARNESSES:
-            raise ValueError(f"unknown harness {harness!r}; choose one of {', '.join(HARNESSES)}")
+        if harness not in FORMATS:
+            raise ValueError(f"unknown harness {harness!r}; choose one of {', '.join(FORMATS)}")
         self.inner = provider
         self.harness = harness
         self.malformed = 0
@@ -217,5 +241,5 @@ class HarnessProvider:
 
 
 def with_harness(provider: Provider, harness: str) -> Provider:
-    """``provider`` itself for ``raw``, else wrapped so the harness applies."""
-    return provider if harness == "raw" else HarnessProvider(provider, harness)
+    """``provider`` itself for ``raw`` and the programs (they bring their own), else wrapped."""
+    return provider if harness == "raw" or is_program(harness) else HarnessProvider(provider, harness)

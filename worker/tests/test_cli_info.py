@@ -37,8 +37,17 @@ def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
         "full": 5,
         "speed-deep": 3,
     }
-    assert list(info["harnesses"]) == ["raw", "hermes", "qwen", "pi"]
-    assert "<function_call>" in info["harnesses"]["qwen"]
+    assert list(info["harnesses"]) == [
+        "raw",
+        "xml-tool-call",
+        "xml-function-call",
+        "think-xml-tool-call",
+        "aider",
+        "hermes-agent",
+        "mini-swe-agent",
+    ]
+    assert "<function_call>" in info["harnesses"]["xml-function-call"]
+    assert "aider-chat==0.86.2" in info["harnesses"]["aider"]
 
 
 def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
@@ -55,7 +64,7 @@ def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
     assert "Depth and concurrency sweeps" in text
     for figure in ("depth_tokens", "aggregate_tps", "per_stream_tps", "ttft_tail_ms"):
         assert figure in text, figure
-    for harness in ("raw (default)", "hermes", "qwen", "pi"):
+    for harness in ("raw (default)", "xml-tool-call", "think-xml-tool-call", "mini-swe-agent"):
         assert harness in text
 
 

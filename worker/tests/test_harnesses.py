@@ -28,7 +28,7 @@ def read(harness: str, text: str, **kw) -> tuple[ChatResponse, int]:
 
 
 def test_four_harnesses():
-    assert HARNESSES == ("raw", "hermes", "qwen", "pi")
+    assert HARNESSES[:4] == ("raw", "xml-tool-call", "xml-function-call", "think-xml-tool-call")
     with pytest.raises(ValueError):
         prepare("aider", REQUEST)
 
@@ -38,7 +38,7 @@ def test_raw_sends_native_tools_unchanged():
 
 
 @pytest.mark.parametrize(
-    ("harness", "tag"), [("hermes", "<tool_call>"), ("qwen", "<function_call>")]
+    ("harness", "tag"), [("xml-tool-call", "<tool_call>"), ("xml-function-call", "<function_call>")]
 )
 def test_tag_harnesses_move_tools_into_the_system_prompt(harness, tag):
     sent = prepare(harness, REQUEST)
@@ -48,13 +48,13 @@ def test_tag_harnesses_move_tools_into_the_system_prompt(harness, tag):
 
 
 def test_pi_asks_for_think_even_without_tools():
-    sent = prepare("pi", ChatRequest(messages=[{"role": "user", "content": "2+2?"}]))
+    sent = prepare("think-xml-tool-call", ChatRequest(messages=[{"role": "user", "content": "2+2?"}]))
     assert "<think>" in sent.messages[0]["content"]
 
 
-def test_hermes_parses_a_call_and_strips_it_from_content():
+def test_xml_tool_call_parses_a_call_and_strips_it_from_content():
     resp, bad = read(
-        "hermes",
+        "xml-tool-call",
         'Sure.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
     )
     assert [(c.name, c.arguments) for c in resp.tool_calls] == [("get_weather", {"city": "Oslo"})]
@@ -67,25 +67,25 @@ def test_alternative_keys_and_string_arguments():
         '<tool_call>{"function": "get_weather", '
         '"parameters": "{\\"city\\": \\"Lima\\"}"}</tool_call>'
     )
-    resp, _ = read("hermes", text)
+    resp, _ = read("xml-tool-call", text)
     assert resp.tool_calls[0].arguments == {"city": "Lima"}
     nested = (
         '<function_call>{"function": {"name": "get_weather", '
         '"args": {"city": "Rome"}}}</function_call>'
     )
-    resp, _ = read("qwen", nested)
+    resp, _ = read("xml-function-call", nested)
     assert resp.tool_calls[0].arguments == {"city": "Rome"}
 
 
 def test_unclosed_final_tag_is_still_read():
-    resp, bad = read("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}')
+    resp, bad = read("xml-tool-call", '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}')
     assert resp.tool_calls[0].name == "get_weather"
     assert bad == 0
 
 
 def test_malformed_json_is_dropped_and_counted_not_guessed():
     resp, bad = read(
-        "hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": </tool_call>done'
+        "xml-tool-call", '<tool_call>{"name": "get_weather", "arguments": {"city": </tool_call>done'
     )
     assert resp.tool_calls == []
     assert bad == 1
@@ -99,20 +99,20 @@ def test_two_calls_one_broken():
         '<tool_call>```json\n{"name": "get_weather", '
         '"arguments": {"city": "Lima"}}\n```</tool_call>'
     )
-    resp, bad = read("hermes", text)
+    resp, bad = read("xml-tool-call", text)
     assert [c.arguments["city"] for c in resp.tool_calls] == ["Oslo", "Lima"]
     assert bad == 1
 
 
 def test_prose_without_tags_is_left_alone():
-    resp, bad = read("qwen", "I think it is sunny in Oslo.")
+    resp, bad = read("xml-function-call", "I think it is sunny in Oslo.")
     assert resp.tool_calls == [] and bad == 0
     assert resp.content == "I think it is sunny in Oslo."
 
 
 def test_native_calls_are_preserved():
     native = ToolCall(id="n1", name="get_weather", arguments={"city": "Kyiv"}, raw_arguments="{}")
-    resp, _ = read("hermes", "ok", tool_calls=[native])
+    resp, _ = read("xml-tool-call", "ok", tool_calls=[native])
     assert resp.tool_calls == [native]
 
 
@@ -121,7 +121,7 @@ def test_pi_strips_reasoning_then_reads_calls():
         "<think>Need weather → call tool.</think>\n"
         '<tool_call>{"name": "get_weather", "arguments": {"city": "Zürich"}}</tool_call>'
     )
-    parsed = parse("pi", ChatResponse(content=text))
+    parsed = parse("think-xml-tool-call", ChatResponse(content=text))
     assert parsed.response.tool_calls[0].arguments == {"city": "Zürich"}
     assert parsed.reasoning_blocks == 1
     assert "Need weather" in parsed.response.reasoning
@@ -130,14 +130,14 @@ def test_pi_strips_reasoning_then_reads_calls():
 
 def test_pi_unclosed_think_leaves_no_answer():
     parsed = parse(
-        "pi", ChatResponse(content="<think>still thinking about 42", finish_reason="length")
+        "think-xml-tool-call", ChatResponse(content="<think>still thinking about 42", finish_reason="length")
     )
     assert parsed.response.content == ""
     assert "42" in parsed.response.reasoning
 
 
 def test_pi_missing_open_think_tag():
-    parsed = parse("pi", ChatResponse(content="reasoning here</think>ANSWER: 7"))
+    parsed = parse("think-xml-tool-call", ChatResponse(content="reasoning here</think>ANSWER: 7"))
     assert parsed.response.content == "ANSWER: 7"
 
 
@@ -166,7 +166,7 @@ def test_a_native_tool_transcript_is_rewritten_in_the_harness_tags():
         ],
         tools=TOOLS,
     )
-    sent = prepare("qwen", request)
+    sent = prepare("xml-function-call", request)
     assert sent.tools is None
     assert sent.messages[1] == {"role": "user", "content": "Weather in Oslo?"}
     assert sent.messages[2] == {
@@ -200,15 +200,15 @@ def test_a_run_with_a_harness_against_the_real_server(llm_url, bench_home):
         suites=["speed", "toolcall"],
         tasks=["tc-01", "speed-p128-short"],
         trials=1,
-        harness="hermes",
+        harness="xml-tool-call",
         max_tokens=48,
         home=bench_home,
     )
     bundle = run_benchmark(config).bundle
     assert validation_errors(bundle) == []
     assert bundle["status"] == "complete"
-    assert (bundle["harness"], bundle["harness_version"]) == ("hermes", "v1")
-    assert bundle["settings"]["harness"] == "hermes"
+    assert (bundle["harness"], bundle["harness_version"]) == ("xml-tool-call", "v1")
+    assert bundle["settings"]["harness"] == "xml-tool-call"
     toolcall = bundle["suites"]["toolcall"]
     assert toolcall["task_count"] == 1
     assert all(t["execution_ok"] for t in toolcall["tasks"])

@@ -86,6 +86,8 @@ class ProgramResult:
     denials: list[str]  # what the cage stopped, in words
     workspace: Path
     transcript: list[dict] = field(default_factory=list)  # request bodies' messages, bounded
+    home_files: dict[str, str] = field(default_factory=dict)  # text files left in HOME, bounded
+    isolation: str = ""  # the cage, in words
 
 
 @dataclass

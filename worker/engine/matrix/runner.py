@@ -41,6 +41,8 @@ _NETWORK = (
     "Could not resolve host",
     "Failed to resolve",
     "Connection refused",  # loopback is all there is: anything but the forwarder refuses
+    "Failed to connect to",  # curl
+    "Couldn't connect to server",
 )
 _READ_ONLY = ("Read-only file system",)
 _PERMISSION = "Permission denied"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import threading
@@ -74,12 +75,21 @@ def test_golden_overhead_matches_the_server_log_end_to_end(
     # mini's system prompt and instructions are the harness's cost: far beyond the task itself.
     assert records[0].prompt_tokens > 400
     assert 0 < overhead.model_ms < overhead.wall_ms
-    # Its trajectory came back from HOME, one assistant turn per request.
-    trajectory = result.home_files["mini.traj.json"]
-    assert trajectory.count('"role": "assistant"') == len(records)
-    assert MINI.format_failures(result) == [] or all(
-        "format" in f.lower() or "limit" in f.lower() or "action" in f.lower()
-        for f in MINI.format_failures(result)
+    # Its trajectory came back from HOME, one assistant turn per request, and every reply it
+    # could not read (no single fenced action, or cut off by the cap) is one format failure.
+    trajectory = json.loads(result.home_files["mini.traj.json"])
+    turns = trajectory["messages"]
+    assert sum(m["role"] == "assistant" for m in turns) == len(records)
+    rejected = [
+        m
+        for m in turns
+        if m["role"] == "user"
+        and m["content"].startswith(("Format error", "Your previous response reached"))
+    ]
+    failures = MINI.format_failures(result)
+    assert len(failures) == len(rejected)
+    assert all(
+        f.startswith(("Expected exactly 1 action", "Your previous response")) for f in failures
     )
 
 
@@ -123,7 +133,7 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(
     listener = _Listener()
     command = (
         "python3 -c \"import urllib.request; urllib.request.urlopen('http://example.com', "
-        f"timeout=5)\"; curl -sS -m 5 http://127.0.0.1:{listener.port}/; "
+        f'timeout=5)"; curl -sS -m 5 http://127.0.0.1:{listener.port}/; '
         f"echo x > {escapes[0]}; echo x > {escapes[1]}; echo x > inside.txt"
     )
     reply = f"THOUGHT: I fetch the page and save my notes.\n\n```mswea_bash_command\n{command}\n```"

@@ -262,8 +262,11 @@ def test_denials_come_from_fed_back_outputs_not_the_models_words():
                 {"role": "system", "content": "Never say Network is unreachable."},
                 {"role": "assistant", "content": "I will write to /etc/x: Read-only file system"},
                 {"role": "user", "content": "<output>\ncurl: (6) Could not resolve host: a.b\n"},
-                {"role": "tool", "content": '{"output": "sh: 1: cannot create /etc/x: '
-                 'Read-only file system\\nsh: /proc/sys/x: Permission denied"}'},
+                {
+                    "role": "tool",
+                    "content": '{"output": "sh: 1: cannot create /etc/x: '
+                    'Read-only file system\\nsh: /proc/sys/x: Permission denied"}',
+                },
                 {"role": "tool", "content": "open /workspace/a: Permission denied"},
             ]
         }

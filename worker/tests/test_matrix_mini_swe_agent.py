@@ -56,7 +56,7 @@ def test_golden_overhead_matches_the_server_log_end_to_end(
         llm_server.base_url,
         llm_model,
         max_tokens_cap=48,
-        timeout_s=240,
+        timeout_s=420,
     )
     # It ran to its own end (the step limit, or a submission), not to our timeout.
     assert not result.timed_out and result.returncode == 0, result.stderr[-2000:]
@@ -75,17 +75,18 @@ def test_golden_overhead_matches_the_server_log_end_to_end(
     # mini's system prompt and instructions are the harness's cost: far beyond the task itself.
     assert records[0].prompt_tokens > 400
     assert 0 < overhead.model_ms < overhead.wall_ms
-    # Its trajectory came back from HOME, one assistant turn per request, and every reply it
-    # could not read (no single fenced action, or cut off by the cap) is one format failure.
+    # Its trajectory came back from HOME: each request is either an assistant turn it could read
+    # or a reply it rejected (no single fenced action, or cut off by the cap), fed back as a
+    # format error; each of those is one format failure.
     trajectory = json.loads(result.home_files["mini.traj.json"])
     turns = trajectory["messages"]
-    assert sum(m["role"] == "assistant" for m in turns) == len(records)
     rejected = [
         m
         for m in turns
         if m["role"] == "user"
         and m["content"].startswith(("Format error", "Your previous response reached"))
     ]
+    assert sum(m["role"] == "assistant" for m in turns) + len(rejected) == len(records)
     failures = MINI.format_failures(result)
     assert len(failures) == len(rejected)
     assert all(
@@ -128,15 +129,14 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(
     llm_server,  # noqa: F811
     llm_model,  # noqa: F811
 ):
-    mark = uuid.uuid4().hex[:10]
+    mark = uuid.uuid4().hex[:6]
     escapes = [Path(f"/etc/benchloop-escape-{mark}"), Path(f"/root/benchloop-escape-{mark}")]
     listener = _Listener()
-    command = (
-        "python3 -c \"import urllib.request; urllib.request.urlopen('http://example.com', "
-        f'timeout=5)"; curl -sS -m 5 http://127.0.0.1:{listener.port}/; '
+    command = (  # short: every forced token costs a grammar-constrained sampling step
+        f"curl -sS -m 5 http://example.com/; curl -sS -m 5 http://127.0.0.1:{listener.port}/; "
         f"echo x > {escapes[0]}; echo x > {escapes[1]}; echo x > inside.txt"
     )
-    reply = f"THOUGHT: I fetch the page and save my notes.\n\n```mswea_bash_command\n{command}\n```"
+    reply = f"```mswea_bash_command\n{command}\n```"
     task = HarnessTask("escape", "Fetch http://example.com and save it.", (), max_steps=2)
     workspace = _workspace(tmp_path)
     try:
@@ -147,7 +147,7 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(
             llm_server.base_url,
             llm_model,
             max_tokens_cap=256,
-            timeout_s=240,
+            timeout_s=420,
             rewrite=force_reply(reply),
         )
     finally:
@@ -160,7 +160,12 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(
     for path in escapes:
         assert not path.exists()
     text = "\n".join(result.denials)
-    assert "network blocked:" in text and "Temporary failure in name resolution" in text
+    assert "network blocked: curl: (6) Could not resolve host: example.com" in text
     assert f"network blocked: curl: (7) Failed to connect to 127.0.0.1 port {listener.port}" in text
     assert f"write outside the workspace blocked: /bin/sh: 1: cannot create {escapes[0]}" in text
     assert str(escapes[1]) in text
+    # The harness fed the kernel's answer back to the model, as the task's reason would read it.
+    fed_back = [
+        m["content"] for body in result.transcript for m in body["messages"] if m["role"] == "user"
+    ]
+    assert any("Read-only file system" in c for c in fed_back)

@@ -126,6 +126,7 @@ def test_proxy_answers_502_when_the_upstream_is_down():
     assert record.status == 502 and "ConnectError" in record.error
 
 
+WRITES = ("/usr/x-benchloop", "/etc/x-benchloop", "/root/x-benchloop", "/x-benchloop", "/dev/x-bl")
 PROBE = """
 import json, os, socket, sys, urllib.request
 out = {"env": sorted(os.environ), "cwd": os.getcwd(), "errors": {}}
@@ -142,7 +143,8 @@ def write(path):
 attempt("workspace", lambda: write("/workspace/made-here.txt"))
 attempt("home", lambda: write(os.path.expanduser("~/made-in-home.txt")))
 attempt("tmp", lambda: write("/tmp/scratch.txt"))
-for path in ("/usr/x-benchloop", "/etc/x-benchloop", "/root/x-benchloop", "/x-benchloop"):
+attempt("shm", lambda: write("/dev/shm/scratch"))
+for path in WRITES:
     attempt("write " + path, lambda path=path: write(path))
 for path in ("/work/main", "/work/notes", "/root/.cache", PROJECT_PATH):
     out["sees " + path] = os.path.exists(path)
@@ -165,7 +167,7 @@ def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, 
     _installed()
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    code = PROBE.replace("PROJECT_PATH", repr(str(PROJECT)))
+    code = PROBE.replace("PROJECT_PATH", repr(str(PROJECT))).replace("WRITES", repr(WRITES))
     code = code.replace("SERVER_PORT", str(llm_server.port))
     result = run_program(
         PythonProbe(code),
@@ -179,11 +181,11 @@ def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, 
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["cwd"] == cage.WORKSPACE
-    assert seen["workspace"] == seen["home"] == seen["tmp"] == "ok"
+    assert seen["workspace"] == seen["home"] == seen["tmp"] == seen["shm"] == "ok"
     assert (workspace / "made-here.txt").read_text() == "x"
     assert result.home_files["made-in-home.txt"] == "x"
     assert seen["home_file"] == "from the adapter"
-    for path in ("/usr/x-benchloop", "/etc/x-benchloop", "/root/x-benchloop", "/x-benchloop"):
+    for path in WRITES:
         assert seen[f"write {path}"] == "failed"
         assert not os.path.exists(path)
     for path in ("/work/main", "/work/notes", "/root/.cache", str(PROJECT)):

@@ -192,7 +192,8 @@ def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, 
         assert seen[f"sees {path}"] is False, path
     assert seen["connect server port"] == seen["connect outside"] == seen["resolve"] == "failed"
     assert seen["models"]  # the endpoint, through the forwarder and the proxy
-    assert set(seen["env"]) <= {"HOME", "PATH", "LANG", "PROBE", "PWD", "LC_CTYPE"}
+    assert {"HOME", "PATH", "LANG", "PROBE"} <= set(seen["env"])  # the adapter's, and ours
+    assert set(seen["env"]) <= {"HOME", "PATH", "LANG", "PROBE", "PWD", "LC_CTYPE"}  # only
     assert result.requests == []  # /v1/models is no model request
     text = "\n".join(result.denials)
     assert "write outside the workspace blocked: write /etc/x-benchloop" in text

@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from runs.matrix import MATRIX_SUITES, is_program
 from submissions.models import SecretKey
 from worker.engine.harnesses import HARNESSES
 
@@ -24,6 +25,21 @@ def known_harness(value: str) -> None:
     # A validator, not choices: the engine's list grows without a migration each time.
     if value not in HARNESSES:
         raise ValidationError(f"Unknown harness; one of: {', '.join(HARNESSES)}.")
+
+
+def harness_problem(harness: str, suites: object) -> str:
+    """Why a job cannot run this harness on these suites ("" if it can): a real agent program
+    (Aider, Hermes Agent, mini-swe-agent) only attempts the matrix suites, which are written
+    for a harness that edits files; a profile's suites are not."""
+    if not is_program(harness):
+        return ""
+    chosen = [s for s in suites if isinstance(s, str)] if isinstance(suites, list) else []
+    if not chosen or any(s not in MATRIX_SUITES for s in chosen):
+        return (
+            f"The harness {harness} is a real agent program: it runs only the matrix suites "
+            f"({', '.join(MATRIX_SUITES)}). Name those under Suites instead of a profile."
+        )
+    return ""
 
 
 pool_name = RegexValidator(
@@ -227,6 +243,9 @@ class BenchmarkJob(models.Model):
             problem = bounds.text_problem(getattr(self, name) or "")
             if problem:
                 errors.setdefault(name, f"The {name.replace('_', ' ')} {problem}.")
+        problem = harness_problem(self.harness, self.suites)
+        if problem:
+            errors.setdefault("harness", problem)
         if errors:
             raise ValidationError(errors)
 

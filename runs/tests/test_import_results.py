@@ -29,6 +29,8 @@ def _row_counts() -> dict[str, int]:
 
 
 # Every row of leaderboard.json: (id, stack model id, harness, overall, quality), unrounded v2.
+# The file names the prompt formats by their old names (hermes, qwen, pi); they are stored by
+# today's (issue 19), so such a stack is never mistaken for the real Hermes Agent program.
 LEADERBOARD_V2_ROWS = [
     ("20260512-150046-qwen3.6-27b-local-ollama", "qwen3.6:27b", "raw", 75.15899999999999, 96.88),
     (
@@ -47,8 +49,8 @@ LEADERBOARD_V2_ROWS = [
     ),
     ("20260512-145608-pc1-coder-latest-local-ollama", "pc1-coder", "raw", 75.15899999999999, 96.88),
     ("20260512-125752-qwen3-8b-local-ollama", "qwen3:8b", "raw", 72.93146666666667, None),
-    ("20260512-141932-qwen3-8b-local-ollama", "qwen3:8b", "hermes", 70.3125, None),
-    ("20260512-141928-qwen3-8b-local-ollama", "qwen3:8b", "qwen", 70.3125, None),
+    ("20260512-141932-qwen3-8b-local-ollama", "qwen3:8b", "xml-tool-call", 70.3125, None),
+    ("20260512-141928-qwen3-8b-local-ollama", "qwen3:8b", "xml-function-call", 70.3125, None),
     (
         "20260430-211450-pc1-qwen36-unsloth-text-q4-remote-55-ollama",
         "pc1-qwen36-unsloth-text:q4",
@@ -64,7 +66,7 @@ LEADERBOARD_V2_ROWS = [
         None,
     ),
     ("20260512-001414-qwen2.5-1.5b-local-ollama", "qwen2.5:1.5b", "raw", 44.84843333333333, None),
-    ("20260512-141650-qwen3-8b-local-ollama", "qwen3:8b", "pi", 30.937500000000004, None),
+    ("20260512-141650-qwen3-8b-local-ollama", "qwen3:8b", "think-xml-tool-call", 30.937500000000004, None),
 ]
 
 

@@ -242,17 +242,23 @@ class Verdict:
 
 def verdict(rows: list[HarnessRow], suites: list[str]) -> Verdict:
     everything = set(suites)
-    compared = [r for r in rows if r.suites == everything and r.overall.score is not None]
-    left_out = [r.harness for r in rows if r not in compared]
+    scored = [
+        (row, row.overall.score)
+        for row in rows
+        if row.suites == everything and row.overall.score is not None
+    ]
+    compared = {row.harness for row, _score in scored}
+    left_out = [row.harness for row in rows if row.harness not in compared]
     ranked = sorted(
-        compared,
-        key=lambda r: (-r.overall.score.rate, -r.overall.score.n, harness_order(r.harness)),  # type: ignore[union-attr]
+        scored, key=lambda pair: (-pair[1].rate, -pair[1].n, harness_order(pair[0].harness))
     )
     if not ranked:
         return Verdict(left_out=left_out)
-    best = ranked[0]
-    runner_up = ranked[1] if len(ranked) > 1 else None
-    clear = runner_up is not None and not best.overall.score.overlaps(runner_up.overall.score)  # type: ignore[union-attr,arg-type]
+    (best, best_score), rest = ranked[0], ranked[1:]
+    if not rest:
+        return Verdict(best=best, left_out=left_out)
+    runner_up, runner_score = rest[0]
+    clear = not best_score.overlaps(runner_score)
     return Verdict(best=best, runner_up=runner_up, clear=clear, left_out=left_out)
 
 
@@ -366,7 +372,10 @@ def _attempts(run_ids: list[int]) -> list[Attempt]:
 
 
 def build(
-    model_id: str, hardware_class: HardwareClass, *, quantization: str | None = None,
+    model_id: str,
+    hardware_class: HardwareClass,
+    *,
+    quantization: str | None = None,
     engine: str | None = None,
 ) -> Matrix | None:
     """The matrix of the model on this class, for one setup (the one asked for, else the one
@@ -439,9 +448,7 @@ def for_stack(stack, preferred_slug: str = "") -> Matrix | None:
     if not classes:
         return None
     chosen = next((c for c in classes if c.slug == preferred_slug), classes[0])
-    return build(
-        stack.model_id, chosen, quantization=stack.quantization, engine=stack.engine
-    )
+    return build(stack.model_id, chosen, quantization=stack.quantization, engine=stack.engine)
 
 
 def models_with_matrix(pairs: set[tuple[str, int]]) -> set[tuple[str, int]]:

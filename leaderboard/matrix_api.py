@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,7 +31,10 @@ class MatrixView(APIView):
             OpenApiParameter("quant", str, description="a quantization (default: most runs)"),
             OpenApiParameter("engine", str, description="an engine (default: most runs)"),
         ],
-        responses={200: OpenApiResponse(description="the matrix"), 404: None},
+        responses={
+            200: OpenApiResponse(OpenApiTypes.OBJECT, description="the matrix"),
+            404: OpenApiResponse(description="no such class, or no published matrix runs"),
+        },
     )
     def get(self, request: Request) -> Response:
         model_id = request.query_params.get("model", "")[:300]

@@ -36,7 +36,7 @@ __all__ = [
 
 
 def harness_kind(name: str) -> str:
-    """"baseline", "format" or "program" (an unknown name: "other")."""
+    """ "baseline", "format" or "program" (an unknown name: "other")."""
     if name == BASELINE:
         return "baseline"
     if name in FORMAT_NAMES:

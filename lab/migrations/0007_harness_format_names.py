@@ -1,6 +1,8 @@
 # Jobs that asked for the prompt formats hermes, qwen or pi ask for them by their new names
 # (issue 19); backwards, the old names again.
 
+from __future__ import annotations
+
 from django.db import migrations
 
 RENAMES = {"hermes": "xml-tool-call", "qwen": "xml-function-call", "pi": "think-xml-tool-call"}

@@ -62,13 +62,19 @@ def test_a_program_on_the_matrix_suites_is_queued_and_sent_to_the_agent(operator
 
 def test_the_api_refuses_a_program_off_the_matrix_suites(operator, alice_key) -> None:
     response = post_json(
-        Client(), "/api/v1/jobs", JOB | {"harness": "hermes-agent", "suites": ["toolcall"]}, alice_key
+        Client(),
+        "/api/v1/jobs",
+        JOB | {"harness": "hermes-agent", "suites": ["toolcall"]},
+        alice_key,
     )
     assert response.status_code == 400
     fields = {item["path"]: item["message"] for item in response.json()["error"]["fields"]}
     assert "real agent program" in fields["harness"]
     ok = post_json(
-        Client(), "/api/v1/jobs", JOB | {"harness": "xml-tool-call", "suites": ["toolcall"]}, alice_key
+        Client(),
+        "/api/v1/jobs",
+        JOB | {"harness": "xml-tool-call", "suites": ["toolcall"]},
+        alice_key,
     )
     assert ok.status_code == 202, ok.content
     assert BenchmarkJob.objects.get().harness == "xml-tool-call"

@@ -272,7 +272,7 @@ def test_the_harness_filter_groups_formats_and_programs_and_reads_old_names(clie
     hw = _class()
     html = client.get(f"/leaderboard/?hw={hw.slug}").content.decode()
     menu = html.split('<select id="f-harness" name="harness">')[1].split("</select>")[0]
-    formats = menu.split("<optgroup label=\"Prompt formats (the engine&#x27;s loop)\">")[1]
+    formats = menu.split('<optgroup label="Prompt formats (the engine&#x27;s loop)">')[1]
     assert formats.split("</optgroup>")[0].count("<option") == 1 and "xml-tool-call" in formats
     programs = menu.split('<optgroup label="Agent programs">')[1].split("</optgroup>")[0]
     assert all(name in programs for name in ("aider", "hermes-agent", "mini-swe-agent"))

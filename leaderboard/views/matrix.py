@@ -49,7 +49,9 @@ def _context(request: HttpRequest, hw: str, model_id: str) -> dict:
         "csv_url": reverse("leaderboard:matrix_csv")
         + "?"
         + urlencode({"model": model_id, "hw": hw, **setup_query}),
-        "api_url": reverse("api-matrix") + "?" + urlencode({"model": model_id, "hw": hw, **setup_query}),
+        "api_url": reverse("api-matrix")
+        + "?"
+        + urlencode({"model": model_id, "hw": hw, **setup_query}),
         "setup_links": [
             (s, matrix_url(model_id, hw, quant=s.quantization, engine=s.engine))
             for s in (found.setups if found else [])

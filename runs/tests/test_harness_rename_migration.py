@@ -13,7 +13,10 @@ from lab.models import BenchmarkJob
 from runs import normalize
 from runs.models import Lane, Run, Stack
 
-BEFORE = [("runs", "0008_run_comparability_contention"), ("worker", "0006_job_choices_on_the_model")]
+BEFORE = [
+    ("runs", "0008_run_comparability_contention"),
+    ("worker", "0006_job_choices_on_the_model"),
+]
 FIELDS = dict(
     model_id="qwen3:8b",
     quantization="Q4_K_M",
@@ -77,10 +80,10 @@ def test_old_format_names_are_renamed_rekeyed_merged_and_back() -> None:
 
     _migrate(_latest())
     names = dict(Stack.objects.values_list("id", "harness"))
-    # hermes merged into the stack already under its new name (the older id stays).
-    assert names == {hermes.id: "xml-tool-call", pi.id: "think-xml-tool-call", raw.id: "raw"}
-    assert not Stack.objects.filter(id=already.id).exists()
-    merged = Stack.objects.get(id=hermes.id)
+    # hermes merged into the stack already holding its new key (that id is in links).
+    assert names == {already.id: "xml-tool-call", pi.id: "think-xml-tool-call", raw.id: "raw"}
+    assert not Stack.objects.filter(id=hermes.id).exists()
+    merged = Stack.objects.get(id=already.id)
     assert merged.comparability_key == _key("xml-tool-call")
     assert merged.runs.count() == 2
     assert Stack.objects.get(id=pi.id).comparability_key == _key("think-xml-tool-call")

@@ -66,7 +66,13 @@ LEADERBOARD_V2_ROWS = [
         None,
     ),
     ("20260512-001414-qwen2.5-1.5b-local-ollama", "qwen2.5:1.5b", "raw", 44.84843333333333, None),
-    ("20260512-141650-qwen3-8b-local-ollama", "qwen3:8b", "think-xml-tool-call", 30.937500000000004, None),
+    (
+        "20260512-141650-qwen3-8b-local-ollama",
+        "qwen3:8b",
+        "think-xml-tool-call",
+        30.937500000000004,
+        None,
+    ),
 ]
 
 

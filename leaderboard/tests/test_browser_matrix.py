@@ -78,3 +78,28 @@ def test_matrix_page_with_javascript_has_no_console_errors(live_server, browser)
     page.get_by_role("link", name="JSON").click()
     assert '"best_harness"' in page.content()
     context.close()
+
+
+def test_board_and_stack_page_lead_to_the_matrix_without_javascript(
+    live_server, browser, tmp_path
+) -> None:
+    from runs.models import Stack
+
+    url = _matrix_url()
+    slug = url.split("/")[2]
+    context = browser.new_context(viewport=DESKTOP, java_script_enabled=False)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/leaderboard/?hw={slug}")
+    page.locator("a.tag", has_text="harness matrix").first.click()
+    page.wait_for_url(f"**{url}")
+    assert page.locator("tr.matrix-row").count() == 5
+    stack = Stack.objects.get(harness="aider")
+    page.goto(f"{live_server.url}/stacks/{stack.id}/")
+    line = page.locator("p.matrix-line")
+    assert "no clear winner: aider leads" in line.inner_text()
+    line.screenshot(path=str(tmp_path / "stack-line.png"))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tmp_path / "stack-line.png", SHOTS / "stack-line.png")
+    line.get_by_role("link", name="See the matrix").click()
+    page.wait_for_url(f"**{url}")
+    context.close()

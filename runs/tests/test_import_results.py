@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import shutil
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from runs import normalize
 from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult
 from submissions.models import Submission
 
@@ -372,3 +374,27 @@ def test_a_folder_is_searched_and_unrelated_json_is_reported(
 
     assert "notes.json: (top level): unrecognised format" in err.getvalue()
     assert Run.objects.count() == 1  # each file is its own transaction
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("hermes", "xml-tool-call"), ("qwen", "xml-function-call"), ("pi", "think-xml-tool-call")],
+)
+def test_an_old_clis_format_name_is_stored_by_its_new_name(fixtures_dir: Path, old, new) -> None:
+    """A run.json from the earlier CLI with --harness hermes lands on the renamed stack, keyed
+    as a new upload with --harness xml-tool-call is: one stack, never the Hermes program's."""
+    from runs.importers import parse_run_payload
+    from submissions.intake import import_records
+
+    data = json.loads((fixtures_dir / "generated/v3-smoke-local-run.json").read_text())
+    data["harness"] = old
+    record = parse_run_payload(copy.deepcopy(data))
+    assert record.harness == new
+    (run,) = import_records([record]).created
+    stack = run.stack
+    assert stack.harness == new
+    fields = ("model_id", "quantization", "model_sha256", "engine", "context_length")
+    fields += ("kv_cache_type", "draft_model", "launch_settings")
+    same = {name: getattr(stack, name) for name in fields}
+    assert stack.comparability_key == normalize.stack_identity(harness=new, **same)
+    assert stack.comparability_key != normalize.stack_identity(harness=old, **same)

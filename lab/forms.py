@@ -48,7 +48,10 @@ class JobForm(forms.ModelForm):
             "Managed llama.cpp server",
             ["binary", "model_path", "context_length", "threads", "launch_flags_text"],
         ),
-        ("What to run", ["profile", "suites_text", "trials", "harness", "max_tokens"]),
+        (
+            "What to run",
+            ["profile", "suites_text", "trials", "harness", "harness_variant", "max_tokens"],
+        ),
     ]
 
     class Meta:
@@ -66,6 +69,7 @@ class JobForm(forms.ModelForm):
             "profile",
             "trials",
             "harness",
+            "harness_variant",
             "max_tokens",
             "pool",
             "priority",
@@ -83,6 +87,7 @@ class JobForm(forms.ModelForm):
             "profile": "Profile",
             "trials": "Speed trials",
             "harness": "Harness",
+            "harness_variant": "Harness variant",
             "max_tokens": "Answer token limit",
             "pool": "Pool",
             "priority": "Priority",
@@ -100,7 +105,9 @@ class JobForm(forms.ModelForm):
             "harness": "raw: the engine's own loop. A prompt format offers tools in tags. An "
             "agent program (Aider, Hermes Agent, mini-swe-agent) runs the matrix suites only: "
             + ", ".join(MATRIX_SUITES)
-            + ".",
+            + " (the matrix profile).",
+            "harness_variant": "Only for an agent program: e.g. one of Aider's edit formats. "
+            "Empty: the program's default.",
             "max_tokens": "Sets every quality task's answer limit, up or down (at most 32768; "
             "speed tasks are only lowered); the run is then not comparable. A model that "
             "reasons gets its thinking budget on top automatically.",

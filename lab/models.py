@@ -18,7 +18,7 @@ from worker.engine.harnesses import HARNESSES
 
 # What a job may ask for; the form, the API and full_clean all read these (one rule).
 PROVIDERS = [("auto", "auto-detect"), ("openai", "OpenAI-compatible"), ("ollama", "Ollama")]
-PROFILES = [("smoke", "smoke"), ("core", "core"), ("full", "full")]
+PROFILES = [("smoke", "smoke"), ("core", "core"), ("full", "full"), ("matrix", "matrix")]
 
 
 def known_harness(value: str) -> None:
@@ -27,19 +27,31 @@ def known_harness(value: str) -> None:
         raise ValidationError(f"Unknown harness; one of: {', '.join(HARNESSES)}.")
 
 
-def harness_problem(harness: str, suites: object) -> str:
-    """Why a job cannot run this harness on these suites ("" if it can): a real agent program
-    (Aider, Hermes Agent, mini-swe-agent) only attempts the matrix suites, which are written
-    for a harness that edits files; a profile's suites are not."""
+def harness_problem(
+    harness: str, suites: object, profile: str = "", variant: str = ""
+) -> tuple[str, str] | None:
+    """(the field to fix, why) when a job cannot run this harness, in the engine's own terms
+    (worker.engine.preflight): a real agent program (Aider, Hermes Agent, mini-swe-agent) only
+    attempts the matrix suites, which are written for a harness that edits files, and only a
+    program has variants (Aider's edit formats)."""
     if not is_program(harness):
-        return ""
+        if variant:
+            return "harness_variant", "A variant applies to an agent program only."
+        return None
     chosen = [s for s in suites if isinstance(s, str)] if isinstance(suites, list) else []
-    if not chosen or any(s not in MATRIX_SUITES for s in chosen):
-        return (
+    on_matrix = all(s in MATRIX_SUITES for s in chosen) if chosen else profile == "matrix"
+    if not on_matrix:
+        return "harness", (
             f"The harness {harness} is a real agent program: it runs only the matrix suites "
-            f"({', '.join(MATRIX_SUITES)}). Name those under Suites instead of a profile."
+            f"({', '.join(MATRIX_SUITES)}). Choose the matrix profile, or name those suites."
         )
-    return ""
+    from worker.engine.matrix.adapters import variants  # the engine's adapters, on demand
+
+    known = variants(harness)
+    if variant and variant not in known:
+        names = ", ".join(known) or "none"
+        return "harness_variant", f"{harness} has no variant {variant!r}; its variants: {names}."
+    return None
 
 
 pool_name = RegexValidator(
@@ -173,6 +185,9 @@ class BenchmarkJob(models.Model):
     )
     trials = models.PositiveSmallIntegerField(default=3)
     harness = models.CharField(max_length=20, validators=[known_harness], default="raw")
+    harness_variant = models.CharField(
+        max_length=40, blank=True, help_text="an agent program's variant, e.g. Aider's edit format"
+    )
     max_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="cap every reply (quick checks only)"
     )
@@ -243,9 +258,9 @@ class BenchmarkJob(models.Model):
             problem = bounds.text_problem(getattr(self, name) or "")
             if problem:
                 errors.setdefault(name, f"The {name.replace('_', ' ')} {problem}.")
-        problem = harness_problem(self.harness, self.suites)
+        problem = harness_problem(self.harness, self.suites, self.profile, self.harness_variant)
         if problem:
-            errors.setdefault("harness", problem)
+            errors.setdefault(*problem)
         if errors:
             raise ValidationError(errors)
 

@@ -36,7 +36,7 @@ MAX_TOKENS = 100_000_000
 MAX_MS = 7 * 24 * 3600 * 1000.0
 MAX_REQUESTS = 100_000
 LABEL_CHARS = 60
-MAX_LABELS = 4  # versions or variants listed per row
+MAX_LABELS = 4  # versions listed per row
 OTHER_FAILURES = tuple(kind for kind in FAILURES if kind not in ("format", "wrong", "sandbox"))
 UNSTATED = "unstated"
 
@@ -208,10 +208,14 @@ class HarnessRow:
     kind: str  # "baseline", "format", "program" or "other"
     runs: int
     versions: list[str]
-    variants: list[str]
+    variant: str  # a program's variant (Aider's edit format), "" for none
     cells: list[Cell | None]  # in the matrix's suite order; None: never run
     overall: Cell  # every matrix task this harness attempted, pooled
     suite_names: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.harness} ({self.variant})" if self.variant else self.harness
 
     @property
     def suites(self) -> set[str]:
@@ -247,8 +251,8 @@ def verdict(rows: list[HarnessRow], suites: list[str]) -> Verdict:
         for row in rows
         if row.suites == everything and row.overall.score is not None
     ]
-    compared = {row.harness for row, _score in scored}
-    left_out = [row.harness for row in rows if row.harness not in compared]
+    compared = {row.label for row, _score in scored}
+    left_out = [row.label for row in rows if row.label not in compared]
     ranked = sorted(
         scored, key=lambda pair: (-pair[1].rate, -pair[1].n, harness_order(pair[0].harness))
     )
@@ -326,6 +330,11 @@ def _setups(runs: RunQuerySet) -> list[Setup]:
     return [Setup(row["stack__quantization"], row["stack__engine"], row["n"]) for row in found]
 
 
+def _variant(row: dict) -> str:
+    found = row["variant_inner"] if row["variant_inner"] is not None else row["variant_top"]
+    return payload.text(found).strip()[:LABEL_CHARS]
+
+
 def _labels(values) -> list[str]:
     found = sorted({payload.text(v)[:LABEL_CHARS] for v in values if payload.text(v).strip()})
     return found[:MAX_LABELS]
@@ -398,36 +407,35 @@ def build(
     run_rows = _run_rows(Run.objects.filter(id__in=newest))
     attempts = _attempts([r["id"] for r in run_rows])
     suites = [s for s in MATRIX_SUITES if any(a.suite == s for a in attempts)]
-    by_harness: dict[str, list[Attempt]] = defaultdict(list)
+    # A row per harness and variant: Aider's edit format alone can swing a score end to end.
+    variant_of = {r["id"]: _variant(r) for r in run_rows}
+    groups: dict[tuple[str, str], list[Attempt]] = defaultdict(list)
     for a in attempts:
-        by_harness[a.harness].append(a)
-    raw = by_harness.get(BASELINE)
+        groups[(a.harness, variant_of.get(a.run_id, ""))].append(a)
+    raw = groups.get((BASELINE, ""))
     rows = []
-    for harness in sorted(by_harness, key=harness_order):
-        mine = by_harness[harness]
+    for harness, variant in sorted(groups, key=lambda k: (harness_order(k[0]), k[1])):
+        mine = groups[(harness, variant)]
         base = None if harness == BASELINE else raw
         cells: list[Cell | None] = []
         for suite in suites:
             in_suite = [a for a in mine if a.suite == suite]
             base_suite = [a for a in base if a.suite == suite] if base is not None else None
             cells.append(cell(suite, in_suite, base_suite) if in_suite else None)
-        own = [r for r in run_rows if r["stack__harness"] == harness]
+        mine_runs = {a.run_id for a in mine}
         rows.append(
             HarnessRow(
                 harness=harness,
                 kind=harness_kind(harness),
-                runs=len({a.run_id for a in mine}),
-                versions=_labels(r["harness_version"] for r in own),
-                variants=_labels(
-                    r["variant_inner"] if r["variant_inner"] is not None else r["variant_top"]
-                    for r in own
-                ),
+                runs=len(mine_runs),
+                versions=_labels(r["harness_version"] for r in run_rows if r["id"] in mine_runs),
+                variant=variant,
                 cells=cells,
                 overall=cell("all", mine, base),
                 suite_names=suites,
             )
         )
-    baseline = next((r for r in rows if r.harness == BASELINE), None)
+    baseline = next((r for r in rows if r.harness == BASELINE and not r.variant), None)
     return Matrix(
         model_id=model_id,
         hardware_class=hardware_class,

@@ -16,6 +16,7 @@ CSV_COLUMNS = [
     "engine",
     "harness",
     "harness_kind",
+    "harness_variant",
     "harness_versions",
     "suite",
     "runs",
@@ -91,7 +92,7 @@ def _row_dict(row: HarnessRow, suites: list[str]) -> dict:
         "kind": row.kind,
         "runs": row.runs,
         "versions": row.versions,
-        "variants": row.variants,
+        "variant": row.variant,
         "cells": {suite: cell_dict(c) for suite, c in zip(suites, row.cells, strict=True)},
         "all_suites": cell_dict(row.overall),
     }
@@ -118,7 +119,8 @@ def as_dict(matrix: Matrix) -> dict:
         "rows": [_row_dict(row, suites) for row in matrix.rows],
         "best_harness": {
             "harness": v.best.harness if v.best else None,
-            "runner_up": v.runner_up.harness if v.runner_up else None,
+            "variant": v.best.variant if v.best else None,
+            "runner_up": v.runner_up.label if v.runner_up else None,
             # False when the runner-up's interval overlaps the best's: no clear winner.
             "clear": v.clear,
             "not_compared": v.left_out,
@@ -143,6 +145,7 @@ def csv_text(matrix: Matrix) -> str:
                 matrix.setup.engine,
                 row.harness,
                 row.kind,
+                row.variant,
                 " ".join(row.versions),
                 found.suite,
                 found.runs,

@@ -41,7 +41,7 @@ def test_a_program_with_a_profile_is_refused_with_a_clear_message(operator) -> N
     )
     assert response.status_code == 200
     errors = response.context["form"].errors["harness"]
-    assert "real agent program" in errors[0] and "matrix_bugfix" in errors[0]
+    assert "real agent program" in errors[0] and "matrix profile" in errors[0]
     assert not BenchmarkJob.objects.exists()
 
 
@@ -58,6 +58,7 @@ def test_a_program_on_the_matrix_suites_is_queued_and_sent_to_the_agent(operator
     # What the agent gets: the harness is in the job's spec (worker.agent.jobs reads it).
     spec = job_spec(job)
     assert spec["harness"] == "aider" and spec["suites"] == list(MATRIX_SUITES)
+    assert "harness aider" in client.get(f"/lab/jobs/{job.id}/").content.decode()
 
 
 def test_the_api_refuses_a_program_off_the_matrix_suites(operator, alice_key) -> None:
@@ -78,3 +79,44 @@ def test_the_api_refuses_a_program_off_the_matrix_suites(operator, alice_key) ->
     )
     assert ok.status_code == 202, ok.content
     assert BenchmarkJob.objects.get().harness == "xml-tool-call"
+
+
+def test_a_program_on_the_matrix_profile_is_queued(operator, alice_key) -> None:
+    body = JOB | {"harness": "mini-swe-agent", "profile": "matrix"}
+    response = post_json(Client(), "/api/v1/jobs", body, alice_key)
+    assert response.status_code == 202, response.content
+    job = BenchmarkJob.objects.get()
+    assert (job.harness, job.profile, job.suites) == ("mini-swe-agent", "matrix", [])
+    assert job_spec(job)["harness_variant"] == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"harness": "raw", "harness_variant": "whole"}, "agent program only"),
+        (
+            {"harness": "mini-swe-agent", "profile": "matrix", "harness_variant": "no-such"},
+            "has no variant 'no-such'",
+        ),
+    ],
+)
+def test_a_variant_the_engine_does_not_know_is_refused_on_its_field(
+    body, message, operator, alice_key
+) -> None:
+    response = post_json(Client(), "/api/v1/jobs", JOB | body, alice_key)
+    assert response.status_code == 400
+    fields = {item["path"]: item["message"] for item in response.json()["error"]["fields"]}
+    assert message in fields["harness_variant"]
+    assert not BenchmarkJob.objects.exists()
+
+
+def test_a_known_variant_reaches_the_agents_spec(operator, alice_key) -> None:
+    from worker.engine.matrix.adapters import variants
+
+    known = sorted(variants("aider"))
+    if not known:
+        pytest.skip("the engine's Aider adapter (with its edit formats) is not in this tree yet")
+    body = JOB | {"harness": "aider", "profile": "matrix", "harness_variant": known[0]}
+    response = post_json(Client(), "/api/v1/jobs", body, alice_key)
+    assert response.status_code == 202, response.content
+    assert job_spec(BenchmarkJob.objects.get())["harness_variant"] == known[0]

@@ -96,7 +96,7 @@ def test_board_and_stack_page_lead_to_the_matrix_without_javascript(
     stack = Stack.objects.get(harness="aider")
     page.goto(f"{live_server.url}/stacks/{stack.id}/")
     line = page.locator("p.matrix-line")
-    assert "no clear winner: aider leads" in line.inner_text()
+    assert "no clear winner: aider (edit-format whole) leads" in line.inner_text()
     line.screenshot(path=str(tmp_path / "stack-line.png"))
     SHOTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(tmp_path / "stack-line.png", SHOTS / "stack-line.png")

@@ -73,7 +73,7 @@ def test_rows_are_harnesses_raw_first_with_scores_intervals_and_overhead(client:
     assert bugfix.overhead.harness_ms == pytest.approx(3600.0)
     assert (bugfix.format_failures, bugfix.wrong, bugfix.sandbox) == (0, 1, 0)
     assert aider.overall.score.passed == 7 and aider.overall.score.n == 9
-    assert aider.versions == ["0.86.2"] and aider.variants == ["edit-format whole"]
+    assert aider.versions == ["0.86.2"] and aider.variant == "edit-format whole"
     # The page shows the same figures.
     assert "80%" in html and "n = 5" in html and "×2.50" in html and "×1.50" in html
     assert "edit-format whole" in html and "0.86.2" in html
@@ -93,6 +93,31 @@ def test_best_harness_says_no_clear_winner_when_intervals_overlap(client: Client
     html = client.get(_url(hw)).content.decode()
     assert "No clear winner." in html
     assert "tokens sent ×2.50, requests ×1.50, wall time ×2.25" in html
+
+
+def test_each_variant_of_a_program_is_its_own_row(client: Client) -> None:
+    # Aider's edit format alone can take a model from failing every task to passing them.
+    add_runs(
+        matrix_record("raw", {"matrix_bugfix": [None, "wrong", "wrong", "wrong"]}),
+        matrix_record("aider", {"matrix_bugfix": ["format"] * 4}, variant="edit-format diff"),
+        matrix_record("aider", {"matrix_bugfix": [None] * 4}, variant="edit-format whole"),
+    )
+    found = matrix.build(MODEL, _class())
+    assert [r.label for r in found.rows] == [
+        "raw",
+        "aider (edit-format diff)",
+        "aider (edit-format whole)",
+    ]
+    diff, whole = found.rows[1], found.rows[2]
+    assert (diff.overall.score.passed, diff.overall.format_failures) == (0, 4)
+    assert whole.overall.score.passed == 4 and whole.runs == 1
+    assert found.verdict.best.label == "aider (edit-format whole)"
+    body = client.get(reverse("api-matrix") + f"?model={MODEL}&hw={_class().slug}").json()
+    assert [(r["harness"], r["variant"]) for r in body["rows"]][1:] == [
+        ("aider", "edit-format diff"),
+        ("aider", "edit-format whole"),
+    ]
+    assert body["best_harness"]["variant"] == "edit-format whole"
 
 
 def test_best_harness_is_clear_when_the_intervals_part(client: Client) -> None:
@@ -204,7 +229,7 @@ def test_hostile_metadata_is_escaped_and_ignored_never_a_500(client: Client) -> 
     # Neither task recorded a usable overhead block; the unknown failure kind is "other".
     assert cell.overhead.tasks == 0 and cell.overhead.tokens_ratio is None
     assert cell.other_failures == 1 and cell.format_failures == 0
-    assert all(len(v) <= matrix.LABEL_CHARS for v in aider.variants)
+    assert len(aider.variant) == matrix.LABEL_CHARS  # cut short
     # The untrusted failure reasons are the owner's: never on the public page.
     assert "see the transcript" not in html
 
@@ -229,16 +254,20 @@ def test_csv_and_json_carry_the_same_matrix(client: Client) -> None:
     hw = _class()
     response = client.get(reverse("leaderboard:matrix_csv") + f"?model={MODEL}&hw={hw.slug}")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    lines = list(csv.reader(io.StringIO(response.content.decode())))
+    assert {len(line) for line in lines} == {len(lines[0])}  # every line fills the header
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert len(rows) == 5 * 4  # five harnesses, three suites and "all"
     aider = next(r for r in rows if r["harness"] == "aider" and r["suite"] == "matrix_bugfix")
     assert (aider["passed"], aider["tasks"], aider["tokens_vs_raw"]) == ("4", "5", "2.5")
+    assert (aider["harness_variant"], aider["harness_versions"]) == ("edit-format whole", "0.86.2")
     api = client.get(reverse("api-matrix") + f"?model={MODEL}&hw={hw.slug}")
     assert api.status_code == 200
     body = api.json()
     assert [r["harness"] for r in body["rows"]][0] == "raw"
     assert body["best_harness"] == {
         "harness": "aider",
+        "variant": "edit-format whole",
         "runner_up": "hermes-agent",
         "clear": False,
         "not_compared": [],
@@ -254,7 +283,7 @@ def test_stack_page_and_board_link_the_matrix(client: Client) -> None:
     aider = Stack.objects.get(model_id=MODEL, harness="aider")
     html = client.get(reverse("leaderboard:stack", args=[aider.id])).content.decode()
     assert "Harness matrix</strong> for" in html and _url(hw) in html
-    assert "no clear winner: aider leads" in html
+    assert "no clear winner: aider (edit-format whole) leads" in html
     board = client.get(reverse("leaderboard:leaderboard") + f"?hw={hw.slug}").content.decode()
     assert "harness matrix</a>" in board and _url(hw) in board
 

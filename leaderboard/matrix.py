@@ -28,7 +28,7 @@ from django.db.models.fields.json import KeyTransform
 from leaderboard import payload
 from leaderboard.stats import Proportion, wilson
 from runs.matrix import BASELINE, MATRIX_SUITES, SUITE_LABELS, harness_kind, harness_order
-from runs.models import HardwareClass, Run, RunQuerySet, TaskResult
+from runs.models import HardwareClass, Outcome, Run, RunQuerySet, TaskResult
 from worker.engine.matrix.spec import FAILURES
 
 MAX_RUNS = 500  # newest runs per matrix: a page reads their tasks' overhead blocks
@@ -300,8 +300,11 @@ class Matrix:
 
 
 def matrix_runs(model_id: str) -> RunQuerySet:
-    """The published matrix runs of a model, on every class."""
-    return Run.objects.published().matrix().filter(stack__model_id=model_id)
+    """The published, complete matrix runs of a model, on every class (a run cut short may
+    have stopped on its slowest tasks: its finished ones would flatter it)."""
+    return (
+        Run.objects.published().matrix().filter(stack__model_id=model_id, outcome=Outcome.COMPLETE)
+    )
 
 
 def classes_for(model_id: str) -> list[HardwareClass]:
@@ -330,31 +333,36 @@ def _setups(runs: RunQuerySet) -> list[Setup]:
     return [Setup(row["stack__quantization"], row["stack__engine"], row["n"]) for row in found]
 
 
-def _variant(row: dict) -> str:
-    found = row["variant_inner"] if row["variant_inner"] is not None else row["variant_top"]
-    return payload.text(found).strip()[:LABEL_CHARS]
-
-
 def _labels(values) -> list[str]:
     found = sorted({payload.text(v)[:LABEL_CHARS] for v in values if payload.text(v).strip()})
     return found[:MAX_LABELS]
 
 
 def _run_rows(runs: RunQuerySet) -> list[dict]:
-    """Each run's harness, version and the variant its suites recorded (the bundle's or the
-    envelope's first suite: a run's suites share one harness)."""
+    """Each run's harness, version and variant: the bundle's `settings.harness_variant`, else
+    what its matrix suites recorded (`suites.<name>.metadata.harness.variant`), at the top of
+    the payload or in a v3 envelope's `run`. Only these keys are read (a payload can be large).
+    """
 
-    def variant(*path: str) -> KeyTransform:
+    def key(*path: str) -> KeyTransform:
         node: Any = "raw_payload"
-        for key in (*path, "suites", "0", "metadata", "harness", "variant"):
-            node = KeyTransform(key, node)
+        for name in path:
+            node = KeyTransform(name, node)
         return node
 
-    return list(
-        runs.annotate(variant_top=variant(), variant_inner=variant("run")).values(
-            "id", "stack__harness", "harness_version", "variant_top", "variant_inner"
-        )
+    sources: dict[str, KeyTransform] = {}
+    for prefix in ((), ("run",)):
+        sources[f"v{len(sources)}"] = key(*prefix, "settings", "harness_variant")
+        for suite in MATRIX_SUITES:
+            path = (*prefix, "suites", suite, "metadata", "harness", "variant")
+            sources[f"v{len(sources)}"] = key(*path)
+    rows = list(
+        runs.annotate(**sources).values("id", "stack__harness", "harness_version", *sources)
     )
+    for row in rows:
+        found = [payload.text(row.pop(name)).strip() for name in sources]
+        row["variant"] = next((v for v in found if v), "")[:LABEL_CHARS]
+    return rows
 
 
 def _attempts(run_ids: list[int]) -> list[Attempt]:
@@ -408,7 +416,7 @@ def build(
     attempts = _attempts([r["id"] for r in run_rows])
     suites = [s for s in MATRIX_SUITES if any(a.suite == s for a in attempts)]
     # A row per harness and variant: Aider's edit format alone can swing a score end to end.
-    variant_of = {r["id"]: _variant(r) for r in run_rows}
+    variant_of = {r["id"]: r["variant"] for r in run_rows}
     groups: dict[tuple[str, str], list[Attempt]] = defaultdict(list)
     for a in attempts:
         groups[(a.harness, variant_of.get(a.run_id, ""))].append(a)

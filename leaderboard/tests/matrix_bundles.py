@@ -90,7 +90,7 @@ def matrix_record(
     failure kind). Every task of the run costs `prompt` tokens over `requests` requests."""
     spec = PROGRAMS.get(harness)
     version = version if version is not None else (spec.version if spec else "v1")
-    suites, payload_suites = [], []
+    suites, payload_suites = [], {}
     for suite, results in outcomes.items():
         tasks = [
             task(
@@ -117,27 +117,30 @@ def matrix_record(
                 tasks=tasks,
             )
         )
-        payload_suites.append(
-            {
-                "suite": suite,
-                "metadata": {
-                    "harness": {
-                        "name": harness,
-                        "package": spec.package if spec else "",
-                        "version": version,
-                        "variant": variant,
-                    },
-                    "overhead": summarize([t.metadata["overhead"] for t in tasks]),
-                    "failures": {kind: failures[kind] for kind in FAILURES},
+        payload_suites[suite] = {
+            "metadata": {
+                "harness": {
+                    "name": harness,
+                    "package": spec.package if spec else "",
+                    "version": version,
+                    "variant": variant,
                 },
-            }
-        )
+                "overhead": summarize([t.metadata["overhead"] for t in tasks]),
+                "failures": {kind: failures[kind] for kind in FAILURES},
+            },
+        }
     found = record(model_id=model_id, gpu=gpu, vram_gb=vram_gb, **extra)
     found.harness = harness
     found.harness_version = version
     found.profile = "matrix"
     found.suites = suites
-    found.raw_payload = {"suites": payload_suites}
+    # As the engine's bundle holds them: suites by name, the variant in the run's settings too.
+    found.raw_payload = {
+        "harness": harness,
+        "harness_version": version,
+        "settings": {"harness": harness, "harness_variant": variant},
+        "suites": payload_suites,
+    }
     return found
 
 

@@ -170,6 +170,12 @@ def test_only_published_runs_count(client: Client) -> None:
     assert not Run.objects.get(client_run_id=hidden.client_run_id).published
 
 
+def test_a_run_cut_short_does_not_count(client: Client) -> None:
+    add_runs(*standard_matrix())
+    add_runs(matrix_record("raw", {"matrix_bugfix": [None] * 7}, outcome="incomplete"))
+    assert matrix.build(MODEL, _class()).baseline.cells[0].score.n == 5
+
+
 def test_each_hardware_class_has_its_own_matrix(client: Client) -> None:
     add_runs(*standard_matrix())
     add_runs(
@@ -216,7 +222,7 @@ def test_hostile_metadata_is_escaped_and_ignored_never_a_500(client: Client) -> 
     }
     bad["failure"] = "<b>evil</b>"
     hostile.suites[0].tasks[1].metadata = ["not", "an", "object"]
-    hostile.raw_payload = {"suites": [{"metadata": {"harness": {"variant": HOSTILE * 5}}}]}
+    hostile.raw_payload["settings"] = {"harness_variant": ["not", "text"]}  # wrong type: skipped
     add_runs(hostile, matrix_record("raw", {"matrix_bugfix": [None, "wrong"]}))
     response = client.get(_url(_class()))
     assert response.status_code == 200

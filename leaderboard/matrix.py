@@ -243,6 +243,14 @@ class Verdict:
     def alone(self) -> bool:
         return self.best is not None and self.runner_up is None
 
+    @property
+    def tied(self) -> bool:
+        """The best and the runner-up passed the same share (0 of 3 against 0 of 3)."""
+        if self.best is None or self.runner_up is None:
+            return False
+        best, other = self.best.overall.score, self.runner_up.overall.score
+        return best is not None and other is not None and best.rate == other.rate
+
 
 def verdict(rows: list[HarnessRow], suites: list[str]) -> Verdict:
     everything = set(suites)

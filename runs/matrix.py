@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from worker.engine.harnesses import FORMATS, LEGACY_NAMES, canonical, is_program
 from worker.engine.matrix.programs import PROGRAMS
+from worker.engine.matrix.suite import matrix_suites
 
-# The engine's suite names (worker.engine.suites, being written); kept here until it exports them.
-MATRIX_SUITES = ("matrix_bugfix", "matrix_tools", "matrix_long")
+MATRIX_SUITES = matrix_suites()
 SUITE_LABELS = {
     "matrix_bugfix": "Bug fixes",
     "matrix_tools": "Tool use",

@@ -18,6 +18,7 @@ from typing import Any
 from ...contract import TaskRecord
 from ..harnesses import is_program
 from ..sandbox import parse_checks, run_python
+from ..suites import load_profiles
 from ..suites.base import OUTPUT_LIMIT, RunContext, Suite, task_record
 from . import baseline, runner
 from .adapters import adapter
@@ -25,6 +26,12 @@ from .programs import PROGRAMS
 from .spec import HarnessTask, Overhead, ProgramResult, summarize
 
 JUDGE_LIMIT = 64_000
+MATRIX_PROFILE = "matrix"
+
+
+def matrix_suites() -> tuple[str, ...]:
+    """The matrix suites, in the matrix profile's order (the site's columns)."""
+    return tuple(load_profiles()["profiles"][MATRIX_PROFILE]["suites"])
 
 
 def write_workspace(files: dict[str, str], root: Path) -> None:

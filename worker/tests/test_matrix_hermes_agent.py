@@ -20,8 +20,7 @@ from worker.engine.matrix.cage import HarnessNotInstalled, install_dir
 from worker.engine.matrix.runner import run_program
 from worker.engine.matrix.spec import Endpoint, HarnessTask, Overhead, ProgramResult
 from worker.engine.matrix.testing import forced_reply_grammar, log_offset, wait_for_server_log
-from worker.engine.testing.xllama_launcher import MODEL_ALIAS
-from worker.tests.llm_server import spawn_llm_server  # noqa: F401
+from worker.engine.testing.xllama_launcher import MODEL_ALIAS, start_server
 
 pytestmark = [
     pytest.mark.llm,
@@ -39,9 +38,14 @@ def installed() -> None:
         pytest.skip(str(exc))
 
 
-@pytest.fixture
-def server(spawn_llm_server):  # noqa: F811
-    return spawn_llm_server(n_ctx=8192)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One 8K server for this module: later runs reuse its cache of Hermes's prompt prefix."""
+    handle = start_server(n_ctx=8192, log_dir=tmp_path_factory.mktemp("llm-hermes"))
+    try:
+        yield handle
+    finally:
+        handle.stop()
 
 
 def _workspace(tmp_path: Path) -> Path:
@@ -77,7 +81,7 @@ def test_golden_overhead_matches_the_server_log(tmp_path, installed, server):
         server.base_url,
         MODEL_ALIAS,
         max_tokens_cap=16,
-        timeout_s=400,
+        timeout_s=480,
     )
     assert not result.timed_out and result.returncode == 0, result.stderr[-2000:]
     records = result.requests
@@ -160,7 +164,7 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(tmp_path, in
         server.base_url,
         MODEL_ALIAS,
         max_tokens_cap=96,
-        timeout_s=400,
+        timeout_s=480,
         rewrite=_force_tool_calls(calls),
     )
     assert not result.timed_out, result.stderr[-2000:]
@@ -212,7 +216,7 @@ def test_format_failures_are_hermes_own_words(tmp_path, installed, server):
         server.base_url,
         MODEL_ALIAS,
         max_tokens_cap=64,
-        timeout_s=400,
+        timeout_s=480,
         rewrite=rewrite,
     )
     assert not result.timed_out, result.stderr[-2000:]

@@ -32,6 +32,9 @@ CHAT_HISTORY = ".aider.chat.history.md"
 INPUT_HISTORY = ".aider.input.history"
 LLM_HISTORY = ".aider.llm.history"
 CONTEXT_TOKENS = 8192  # what Aider is told of the window: it only warns and sizes summaries
+# Its own bound on a run; the caller's timeout is usually the tighter one. A CPU-only endpoint
+# takes minutes to read Aider's 2-3K-token prompt.
+STARTUP_S, STEP_S = 120.0, 300.0
 
 # Runs in the cage with the install's own interpreter: the reflection limit, then Aider's main.
 # "~/" in arguments is expanded here (Aider does not expand its history file paths).
@@ -113,7 +116,7 @@ class AiderAdapter:
             argv=argv,
             env=env,
             home_files={METADATA: json.dumps(metadata, indent=2)},
-            timeout_s=max(120.0, 90.0 * task.max_steps),
+            timeout_s=STARTUP_S + STEP_S * task.max_steps,
         )
 
     def format_failures(self, result: ProgramResult) -> list[str]:

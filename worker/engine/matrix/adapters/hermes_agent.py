@@ -28,6 +28,9 @@ UPDATE_CHECK = ".hermes/.update_check"
 TOOLSETS = ("file", "terminal")
 # Hermes checks the model's window against this floor before the first request.
 MIN_CONTEXT = 65536
+# Its own bound on a run (the caller's timeout is usually the tighter one): a CPU-only endpoint
+# takes minutes to read Hermes's 4,400-token prompt.
+STARTUP_S, STEP_S = 120.0, 300.0
 
 # Hermes's own words, fed back to the model as tool results or printed.
 _FED_BACK = (
@@ -97,7 +100,7 @@ class HermesAgent:
                 CONFIG: json.dumps(config(endpoint, task), indent=2),
                 UPDATE_CHECK: json.dumps(update_check_cache(time.time())),
             },
-            timeout_s=max(180.0, 120.0 * task.max_steps),
+            timeout_s=STARTUP_S + STEP_S * task.max_steps,
         )
 
     def format_failures(self, result: ProgramResult) -> list[str]:

@@ -3,11 +3,14 @@
 It is started as ``hermes chat -q PROMPT -Q`` (one query, quiet: no banner, no spinner), with the
 file and terminal toolsets only, ``--yolo`` (no approval prompts: nobody is there to answer) and
 ``--max-turns`` = the task's ``max_steps`` (``hermes -z``, the other one-shot mode, has no turn
-limit: it always allows 90). Its config file in HOME points the ``custom`` provider at the cage's
-endpoint and turns off what would use the network or grow the prompt on its own: the remote
-model catalog, the curator, memory, the LSP servers, update checks. Hermes refuses a model with
-under 64K tokens of context, so the config states 65536: the proxy's token cap, not that number,
-bounds each reply.
+limit: it always allows 90). When the limit is reached Hermes makes one more request of its own,
+without tools, asking the model to summarize: a task costs at most ``max_steps + 1`` requests.
+
+Its config file in HOME points the ``custom`` provider at the cage's endpoint and turns off
+what would use the network or grow the prompt on its own: the remote model catalog, the curator,
+memory, the LSP servers, the tirith download, lazy installs, session titles; a fresh update-check
+cache stops the PyPI check. Hermes refuses a model with under 64K tokens of context, so the
+config states 65536: the proxy's token cap, not that number, bounds each reply.
 
 Format failures are what Hermes itself said it could not use: a tool name that does not exist,
 arguments that are not JSON, or a reply cut off inside a tool call; read from the tool results it
@@ -63,6 +66,9 @@ def config(endpoint: Endpoint, task: HarnessTask) -> dict:
         "model_catalog": {"enabled": False},
         "curator": {"enabled": False},
         "lsp": {"enabled": False},
+        # After a successful answer a background thread asks the endpoint for a session title
+        # (for Hermes's own database): an extra request racing the exit, nothing for the task.
+        "auxiliary": {"title_generation": {"enabled": False}},
         # tirith: a scanner Hermes downloads from GitHub on first use; lazy installs: pip.
         "security": {"tirith_enabled": False, "allow_lazy_installs": False},
     }

@@ -29,6 +29,10 @@ if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = "0" ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The real harness programs the matrix tests run (aider-chat, hermes-agent, mini-swe-agent at
+# the pins in pyproject.toml), each in its own virtualenv under ~/.cache/benchloop/harnesses.
+"$VENV/bin/python" -m worker.cli harness install
+
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/benchloop}"
 export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
 export DEBUG=True

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from worker import cli_compat
+from worker import cli_compat, cli_matrix
 from worker.cli_display import RunDisplay
 from worker.cli_format import fmt, versions
 from worker.cli_run import print_header, render_run, run_summary
@@ -37,7 +37,7 @@ from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES, canonical
-from worker.engine.orchestrator import RunConfig, execute, prepare_run
+from worker.engine.orchestrator import RunConfig, RunOutcome, execute, prepare_run
 from worker.engine.preflight import DEFAULT_TRIALS
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 from worker.engine.sandbox import current_isolation
@@ -98,6 +98,11 @@ def _auto_url() -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    return run_and_show(args)[0]
+
+
+def run_and_show(args: argparse.Namespace) -> tuple[int, RunOutcome]:
+    """Run what ``args`` ask for, with the live display (or JSON); the exit code and outcome."""
     url = args.url or os.environ.get("BENCHLOOP_URL") or _auto_url()
     config = RunConfig(
         url=url,
@@ -108,6 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         tasks=_csv_list(args.tasks),
         trials=args.trials,
         harness=args.harness,
+        harness_variant=args.harness_variant or "",
         scoring="local" if args.local else "remote" if args.remote else None,
         hardware_label=args.hardware,
         gpu=args.gpu,
@@ -144,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         prep.provider.close()
     if args.json:
         _print_json(run_summary(outcome))
-    return EXIT_OK if outcome.status == "complete" else EXIT_RUN
+    return (EXIT_OK if outcome.status == "complete" else EXIT_RUN), outcome
 
 
 # --------------------------------------------------------------------------------------- info
@@ -468,6 +474,10 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
         help="a prompt format (raw = native tool calls) or a real harness program, which runs "
         "the matrix suites; the old format names hermes, qwen and pi still work",
     )
+    run.add_argument(
+        "--harness-variant",
+        help="a harness program's variant, e.g. Aider's edit format (see `benchloop harness list`)",
+    )
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--local", action="store_true", help="force the local scoring curve")
     mode.add_argument("--remote", action="store_true", help="force the remote (cloud) curve")
@@ -554,6 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("json", "csv"), default="json")
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
     export.set_defaults(handler=cmd_export)
+
+    cli_matrix.add_commands(command, _add_run_options, run_and_show)
     return parser
 
 

@@ -269,6 +269,7 @@ def _run_engine(state: JobRun, url: str, api_key: str | None, server=None) -> st
 
 
 def _config(spec: JobSpec, url: str, api_key: str | None, home: Path):
+    from worker.engine.harnesses import canonical
     from worker.engine.orchestrator import RunConfig
 
     return RunConfig(
@@ -279,7 +280,8 @@ def _config(spec: JobSpec, url: str, api_key: str | None, home: Path):
         profile=None if spec["suites"] else (spec["profile"] or None),
         tasks=list(spec["tasks"]) or None,
         trials=spec["trials"],
-        harness=spec["harness"],
+        harness=canonical(spec["harness"]),
+        harness_variant=spec.get("harness_variant", ""),
         max_tokens=spec["max_tokens"],
         api_key=api_key,
         home=home,

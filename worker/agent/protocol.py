@@ -6,7 +6,7 @@ The site (lab/agent_api.py) builds these answers and reads these requests; the a
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from worker.contract import ProgressEvent
 
@@ -53,6 +53,8 @@ class JobSpec(TypedDict):
     trials: int
     harness: str
     max_tokens: int | None
+    # A harness program's variant (Aider's edit format); absent from older sites.
+    harness_variant: NotRequired[str]
 
 
 class JobState(TypedDict):

@@ -33,7 +33,7 @@ FORMATS = ("raw", *TAGS)
 FORMAT_DESCRIPTIONS = {
     "raw": "native OpenAI-style tools; calls read from the API's tool_calls",
     "xml-tool-call": "tools in the system prompt; calls as <tool_call>{json}</tool_call>",
-    "xml-function-call": "tools in the system prompt; calls as <function_call>{json}</function_call>",
+    "xml-function-call": "tools in the prompt; calls as <function_call>{json}</function_call>",
     THINK: "reasoning in <think>…</think> first, then <tool_call> tags",
 }
 LEGACY_NAMES = {"hermes": "xml-tool-call", "qwen": "xml-function-call", "pi": THINK}
@@ -52,6 +52,12 @@ def canonical(name: str) -> str:
 def is_program(name: str) -> bool:
     """Whether ``name`` is a real harness program rather than a prompt format."""
     return name in PROGRAMS
+
+
+def harness_version(name: str) -> str:
+    """What the bundle records as the harness's version: the program's pin, else the format's."""
+    return PROGRAMS[name].version if name in PROGRAMS else HARNESS_VERSION
+
 
 _THINK_PROMPT = (
     "First think step by step inside <think> and </think>. After </think>, write only your answer."
@@ -242,4 +248,6 @@ class HarnessProvider:
 
 def with_harness(provider: Provider, harness: str) -> Provider:
     """``provider`` itself for ``raw`` and the programs (they bring their own), else wrapped."""
-    return provider if harness == "raw" or is_program(harness) else HarnessProvider(provider, harness)
+    return (
+        provider if harness == "raw" or is_program(harness) else HarnessProvider(provider, harness)
+    )

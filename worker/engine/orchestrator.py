@@ -77,6 +77,8 @@ class RunConfig:
     # None: the profile's ``speed_trials`` (5 where it names none).
     trials: int | None = None
     harness: str = "raw"
+    # A program harness's variant (Aider's edit format); part of the stack's settings.
+    harness_variant: str = ""
     scoring: str | None = None
     hardware_label: str | None = None
     gpu: str | None = None
@@ -196,7 +198,7 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
     return prep
 
 
-def _suite_record(suite: Suite, records: list[TaskRecord], metadata: dict[str, Any]) -> SuiteRecord:
+def _suite_record(suite: Suite, records: list[TaskRecord], ctx: RunContext) -> SuiteRecord:
     latencies = sorted(r["latency_ms"] for r in records if r["latency_ms"] > 0)
     passes = sum(1 for r in records if r["passed"])
     return SuiteRecord(
@@ -208,7 +210,7 @@ def _suite_record(suite: Suite, records: list[TaskRecord], metadata: dict[str, A
         fail_count=len(records) - passes,
         median_latency_ms=round(percentile(latencies, 0.5), 3) if latencies else 0.0,
         tasks=records,
-        metadata=metadata,
+        metadata={**ctx.suite_metadata, **suite.summary(records, ctx)},
     )
 
 
@@ -417,6 +419,11 @@ class _Progress:
             power_note=self.sampling.note or RunContext.power_note,
             server=server_facts(prep) if suite.name == SWEEP_SUITE else {},
             new_provider=(lambda: _new_provider(prep)) if bare else None,
+            harness=prep.config.harness,
+            harness_variant=prep.config.harness_variant,
+            endpoint=prep.transport.base_url,
+            model=prep.model,
+            api_key=prep.config.api_key,
         )
         emit(SuiteStarted(type="suite_started", suite=suite.name, task_count=len(tasks)))
         suite.prepare(ctx)
@@ -427,7 +434,7 @@ class _Progress:
             emit(TaskStarted(type="task_started", suite=suite.name, task_id=task["id"]))
             records.append(_run_one(suite, task, ctx))
             self.completed += 1
-            bundle["suites"][suite.name] = _suite_record(suite, records, ctx.suite_metadata)
+            bundle["suites"][suite.name] = _suite_record(suite, records, ctx)
             _refresh_scores(bundle, prep, self.clock)
             write_bundle(bundle, self.path)
             self._task_completed(suite.name, records[-1])

@@ -12,9 +12,13 @@ from typing import TYPE_CHECKING, Any
 from ..contract import HashingWeights, RunCallback
 from .detect import EndpointInfo, detect_endpoint, resolve_model
 from .errors import UsageError
-from .harnesses import HARNESSES
+from .harnesses import HARNESSES, is_program
 from .launch import StackInfo, identify
 from .locality import Locality
+from .matrix.adapters import adapter
+from .matrix.install import require
+from .matrix.programs import PROGRAMS
+from .matrix.suite import MatrixSuite
 from .paths import benchloop_home
 from .reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING, OutputLimits, reasons
 from .suites import Suite, available_suites, load_profiles
@@ -78,6 +82,22 @@ def _check_limits(config: RunConfig) -> None:
         raise UsageError(f"--thinking-budget must be between 0 and {MAX_TOKENS_CEILING}")
 
 
+def _check_program_harness(config: RunConfig, suites: list[Suite]) -> None:
+    """A real harness program runs the matrix suites only, and must be installed."""
+    if not is_program(config.harness):
+        if config.harness_variant:
+            raise UsageError("--harness-variant applies to a harness program only")
+        return
+    others = [s.name for s in suites if not isinstance(s, MatrixSuite)]
+    if others:
+        raise UsageError(
+            f"the {config.harness} harness runs the matrix suites only, not {', '.join(others)}",
+            hint="Use --profile matrix, or --suites matrix_bugfix,matrix_tools,matrix_long.",
+        )
+    adapter(config.harness, config.harness_variant)  # an unknown variant is a UsageError
+    require(PROGRAMS[config.harness])
+
+
 def select(config: RunConfig) -> Selection:
     """Check the run's options against the installed profiles, suites and harnesses (a
     UsageError before any request) and pick the tasks; fills in the profile's trial count."""
@@ -113,6 +133,7 @@ def select(config: RunConfig) -> Selection:
             hint=f"Installed suites: {', '.join(installed)}.",
         )
     suites = [installed[name] for name in selected]
+    _check_program_harness(config, suites)
     limits, _ = output_limits(config)
     options = config.sweep_options()
     tasks = {s.name: select_tasks(s, config.tasks, limits, options) for s in suites}

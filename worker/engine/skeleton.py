@@ -27,7 +27,7 @@ from .comparability import IN_PROGRESS, assess, coverage_of
 from .contention import unmeasured
 from .detect import describe_model
 from .hardware import detect_hardware, gpu_summary, machine_id
-from .harnesses import HARNESS_VERSION
+from .harnesses import harness_version
 from .metrics import measured_trials, speed_metrics_v3, speed_summary
 from .paths import benchloop_home
 from .reasoning import chosen_budget
@@ -129,7 +129,7 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
         launch=_launch(prep),
         provider=provider_name,
         harness=prep.config.harness,
-        harness_version=HARNESS_VERSION,
+        harness_version=harness_version(prep.config.harness),
         is_remote=not prep.locality.scoring_local,
         scoring_mode=scoring_mode,
         scoring_reason=prep.locality.reason,
@@ -144,6 +144,7 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
         settings={
             "trials": prep.config.trials,
             "harness": prep.config.harness,
+            "harness_variant": prep.config.harness_variant,
             "max_tokens_cap": prep.config.max_tokens,
             **_limit_settings(prep),
             "timeout_s": prep.config.timeout,

@@ -20,6 +20,9 @@ SUITE_COUNTS = {
     "agent": 8,
     "loop_code_fix": 12,
     "loop_schema": 12,
+    "matrix_bugfix": 2,
+    "matrix_tools": 2,
+    "matrix_long": 1,
 }
 
 
@@ -28,7 +31,14 @@ def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
     info = json.loads(capsys.readouterr().out)
     assert {name: s["task_count"] for name, s in info["suites"].items()} == SUITE_COUNTS
     totals = {name: p["task_count"] for name, p in info["profiles"].items()}
-    assert totals == {"speed": 9, "smoke": 39, "core": 81, "full": 125, "speed-deep": 8}
+    assert totals == {
+        "speed": 9,
+        "smoke": 39,
+        "core": 81,
+        "full": 125,
+        "speed-deep": 8,
+        "matrix": 5,
+    }
     assert all(p["available"] for p in info["profiles"].values())
     assert {name: p["speed_trials"] for name, p in info["profiles"].items()} == {
         "speed": 5,
@@ -36,6 +46,7 @@ def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
         "core": 5,
         "full": 5,
         "speed-deep": 3,
+        "matrix": 5,
     }
     assert list(info["harnesses"]) == [
         "raw",

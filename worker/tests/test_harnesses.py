@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.engine.harnesses import HARNESSES, parse, prepare
+from worker.engine.harnesses import FORMATS, HARNESSES, parse, prepare
 from worker.engine.providers.base import ChatRequest, ChatResponse, ToolCall
 
 TOOLS = [
@@ -47,8 +47,10 @@ def test_tag_harnesses_move_tools_into_the_system_prompt(harness, tag):
     assert sent.messages[1] == {"role": "system", "content": "Be brief."}
 
 
-def test_pi_asks_for_think_even_without_tools():
-    sent = prepare("think-xml-tool-call", ChatRequest(messages=[{"role": "user", "content": "2+2?"}]))
+def test_think_format_asks_for_think_even_without_tools():
+    sent = prepare(
+        "think-xml-tool-call", ChatRequest(messages=[{"role": "user", "content": "2+2?"}])
+    )
     assert "<think>" in sent.messages[0]["content"]
 
 
@@ -78,7 +80,9 @@ def test_alternative_keys_and_string_arguments():
 
 
 def test_unclosed_final_tag_is_still_read():
-    resp, bad = read("xml-tool-call", '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}')
+    resp, bad = read(
+        "xml-tool-call", '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    )
     assert resp.tool_calls[0].name == "get_weather"
     assert bad == 0
 
@@ -116,7 +120,7 @@ def test_native_calls_are_preserved():
     assert resp.tool_calls == [native]
 
 
-def test_pi_strips_reasoning_then_reads_calls():
+def test_think_format_strips_reasoning_then_reads_calls():
     text = (
         "<think>Need weather → call tool.</think>\n"
         '<tool_call>{"name": "get_weather", "arguments": {"city": "Zürich"}}</tool_call>'
@@ -128,21 +132,22 @@ def test_pi_strips_reasoning_then_reads_calls():
     assert parsed.response.content == ""
 
 
-def test_pi_unclosed_think_leaves_no_answer():
+def test_think_format_unclosed_think_leaves_no_answer():
     parsed = parse(
-        "think-xml-tool-call", ChatResponse(content="<think>still thinking about 42", finish_reason="length")
+        "think-xml-tool-call",
+        ChatResponse(content="<think>still thinking about 42", finish_reason="length"),
     )
     assert parsed.response.content == ""
     assert "42" in parsed.response.reasoning
 
 
-def test_pi_missing_open_think_tag():
+def test_think_format_missing_open_think_tag():
     parsed = parse("think-xml-tool-call", ChatResponse(content="reasoning here</think>ANSWER: 7"))
     assert parsed.response.content == "ANSWER: 7"
 
 
 def test_empty_response():
-    for harness in HARNESSES:
+    for harness in FORMATS:
         parsed = parse(harness, ChatResponse(content=""))
         assert parsed.response.content == "" and parsed.response.tool_calls == []
 
@@ -185,8 +190,20 @@ def test_an_unknown_harness_is_a_usage_error_before_any_request():
     from worker.engine.orchestrator import RunConfig, prepare_run
 
     # Port 9 (discard) is never contacted: the harness is checked first.
-    with pytest.raises(UsageError, match="unknown harness 'aider'"):
+    with pytest.raises(UsageError, match="unknown harness 'cursor'"):
+        prepare_run(RunConfig(url="http://127.0.0.1:9", harness="cursor", suites=["toolcall"]))
+    # A real harness program runs the matrix suites only.
+    with pytest.raises(UsageError, match="aider harness runs the matrix suites only"):
         prepare_run(RunConfig(url="http://127.0.0.1:9", harness="aider", suites=["toolcall"]))
+    with pytest.raises(UsageError, match="no variant 'vim'"):
+        prepare_run(
+            RunConfig(
+                url="http://127.0.0.1:9",
+                harness="mini-swe-agent",
+                harness_variant="vim",
+                suites=["matrix_bugfix"],
+            )
+        )
 
 
 @pytest.mark.llm

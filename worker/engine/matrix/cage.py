@@ -190,7 +190,9 @@ def bwrap_command(
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
             bound.append(path)
-    args += ["--dev", "/dev", "--proc", "/proc"]
+    # bwrap's /dev is a writable tmpfs: read-only, but for a private /dev/shm (POSIX semaphores
+    # and shared memory, which multiprocessing needs), gone with the namespace.
+    args += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc"]
     args += ["--dir", "/etc"]
     for name in _ETC_STUBS:
         args += ["--ro-bind", str(plan.etc / name), f"/etc/{name}"]

@@ -1,35 +1,60 @@
-"""The real harness programs the matrix runs, pinned (pure data: no imports of the programs)."""
+"""The real harness programs the matrix runs (pure data: nothing of the programs is imported).
+
+Their versions are the CLI's extras' pins (``pyproject.toml``, ``harness-*``): read from the
+source tree's pyproject where there is one, else from the installed distribution's metadata.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
+import tomllib
+from functools import cache
+from pathlib import Path
+
 from .spec import HarnessSpec
+
+_PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
+_PIN = re.compile(
+    r"^\s*([A-Za-z0-9_.-]+)\s*==\s*([A-Za-z0-9_.+-]+)\s*(?:;\s*extra\s*==\s*\"([^\"]+)\")?"
+)
+
+
+@cache
+def extra_pins() -> dict[str, tuple[str, str]]:
+    """``{extra: (package, version)}`` for the CLI's ``harness-*`` extras."""
+    requirements: list[tuple[str, str]] = []  # (extra, requirement)
+    if _PYPROJECT.is_file():
+        extras = tomllib.loads(_PYPROJECT.read_text())["project"]["optional-dependencies"]
+        requirements = [(extra, req) for extra, reqs in extras.items() for req in reqs]
+    else:
+        for req in importlib.metadata.requires("benchloop") or []:
+            match = _PIN.match(req)
+            if match and match.group(3):
+                requirements.append((match.group(3), req))
+    pins = {}
+    for extra, req in requirements:
+        match = _PIN.match(req)
+        if extra.startswith("harness-") and match:
+            pins[extra] = (match.group(1), match.group(2))
+    return pins
+
+
+def _spec(name: str, extra: str, program: str, description: str) -> HarnessSpec:
+    package, version = extra_pins()[extra]
+    return HarnessSpec(name, package, version, program, extra, description)
+
 
 PROGRAMS: dict[str, HarnessSpec] = {
     spec.name: spec
     for spec in (
-        HarnessSpec(
-            name="aider",
-            package="aider-chat",
-            version="0.86.2",
-            program="aider",
-            extra="harness-aider",
-            description="Aider pair-programming CLI",
-        ),
-        HarnessSpec(
-            name="hermes-agent",
-            package="hermes-agent",
-            version="0.19.0",
-            program="hermes",
-            extra="harness-hermes",
-            description="Hermes Agent (Nous Research)",
-        ),
-        HarnessSpec(
-            name="mini-swe-agent",
-            package="mini-swe-agent",
-            version="2.4.6",
-            program="mini",
-            extra="harness-mini-swe-agent",
-            description="mini-swe-agent, a minimal bash-only coding agent",
+        _spec("aider", "harness-aider", "aider", "Aider pair-programming CLI"),
+        _spec("hermes-agent", "harness-hermes", "hermes", "Hermes Agent (Nous Research)"),
+        _spec(
+            "mini-swe-agent",
+            "harness-mini-swe-agent",
+            "mini",
+            "mini-swe-agent, a minimal bash-only coding agent",
         ),
     )
 }

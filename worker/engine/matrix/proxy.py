@@ -1,4 +1,4 @@
-"""The recording proxy: every harness talks to the endpoint through it, and it is the overhead meter.
+"""The recording proxy: every harness reaches the endpoint through it; it is the overhead meter.
 
 A small threaded HTTP/1.1 server in front of the real endpoint. It listens on a Unix socket (bound
 into the harness's cage, where a forwarder turns it into 127.0.0.1:<port>) and, optionally, on a
@@ -300,7 +300,8 @@ class RecordingProxy:
 
     def _read_body(self, handler: http.server.BaseHTTPRequestHandler) -> bytes:
         if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
-            parts, total = [], 0
+            parts: list[bytes] = []
+            total = 0
             while True:
                 size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from ..sandbox.runner import _kill_namespace
@@ -41,6 +42,8 @@ _NETWORK = (
     "Could not resolve host",
     "Failed to resolve",
     "Connection refused",  # loopback is all there is: anything but the forwarder refuses
+    "Failed to connect to",  # curl
+    "Couldn't connect to server",
 )
 _READ_ONLY = ("Read-only file system",)
 _PERMISSION = "Permission denied"
@@ -145,7 +148,9 @@ def _tail(path: Path) -> str:
     return prefix + data.decode("utf-8", errors="replace")
 
 
-def _spawn(command_for, stdout: Path, stderr: Path, wall_s: float) -> tuple:
+def _spawn(
+    command_for: Callable[[int], list[str]], stdout: Path, stderr: Path, wall_s: float
+) -> tuple[int, bool, float]:
     """Run the cage to completion or to ``wall_s``; (returncode, timed out?, wall ms)."""
     info_read, info_write = os.pipe()
     started = time.perf_counter()
@@ -197,12 +202,14 @@ def run_program(
     max_tokens_cap: int,
     timeout_s: float,
     rewrite: Rewrite | None = None,
+    api_key: str | None = None,
 ) -> ProgramResult:
     """Run ``adapter``'s program on ``task`` in ``workspace`` (edited in place), caged, with the
     endpoint ``upstream_url`` reachable only through the recording proxy.
 
     ``max_tokens_cap`` bounds every completion; ``rewrite`` changes each model request's body
-    before it goes upstream (tests force the model's reply with a grammar). Raises
+    before it goes upstream (tests force the model's reply with a grammar); ``api_key`` is the
+    endpoint's key, added by the proxy (the harness only holds a dummy). Raises
     ``HarnessNotInstalled`` when the pinned install is missing.
     """
     install = cage.install_dir(adapter.spec)
@@ -235,6 +242,7 @@ def run_program(
                 unix_path=sockets / cage.SOCKET_NAME,
                 max_tokens_cap=max_tokens_cap,
                 rewrite=rewrite,
+                api_key=api_key,
                 read_timeout_s=timeout_s,
             )
             with proxy:

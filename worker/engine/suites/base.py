@@ -61,6 +61,13 @@ class RunContext:
     # A fresh provider on its own connection (httpx clients are not shared across threads);
     # None where the run cannot open one. The caller closes what it gets.
     new_provider: Callable[[], Provider] | None = None
+    # The matrix suites: the run's harness (a prompt format or a real program) and variant, and
+    # the endpoint's API root (no /v1: the proxy forwards paths as the harness sends them).
+    harness: str = "raw"
+    harness_variant: str = ""
+    endpoint: str = ""
+    model: str = ""
+    api_key: str | None = None
 
     def check_stop(self) -> None:
         """Suites call this between requests; a cancelled run stops there."""
@@ -185,6 +192,10 @@ class Suite:
                 ],
             },
         )
+
+    def summary(self, records: list[TaskRecord], ctx: RunContext) -> dict:
+        """What the suite record's metadata adds from its task records (the matrix's overhead)."""
+        return {}
 
     def score(self, records: list[TaskRecord]) -> float:
         """Suite score: the mean task score."""

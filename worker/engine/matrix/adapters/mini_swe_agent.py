@@ -68,7 +68,7 @@ class MiniSweAgent:
             argv=argv,
             env=env,
             home_files={CONFIG: json.dumps(overrides, indent=2)},
-            timeout_s=max(60.0, 60.0 * task.max_steps),
+            timeout_s=max(300.0, 120.0 * task.max_steps),  # the caller's bound is the real one
         )
 
     def format_failures(self, result: ProgramResult) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.matrix.adapters import adapter
+from worker.engine.matrix.adapters import adapter, variants
 from worker.engine.matrix.adapters.aider import CHAT_HISTORY, FAILED, AiderAdapter
 from worker.engine.matrix.cage import HarnessNotInstalled, install_dir
 from worker.engine.matrix.runner import run_program
@@ -45,11 +45,13 @@ def _workspace(tmp_path: Path) -> Path:
 
 
 def test_variants_and_their_switches():
-    assert adapter("aider").edit_format == "whole" and adapter("aider-diff").edit_format == "diff"
-    assert adapter("aider-diff").label == "aider-diff" and adapter("aider").label == "aider"
+    diff = adapter("aider", "diff")
+    assert isinstance(diff, AiderAdapter) and diff.edit_format == "diff"
+    assert adapter("aider").variant == "whole" and adapter("aider", "whole").variant == "whole"
+    assert set(variants("aider")) == {"whole", "diff"}
     with pytest.raises(ValueError):
         AiderAdapter(edit_format="udiff-simple")
-    inv = adapter("aider-diff").invocation(TASK, Endpoint("http://127.0.0.1:8771/v1", "m"))
+    inv = adapter("aider", "diff").invocation(TASK, Endpoint("http://127.0.0.1:8771/v1", "m"))
     argv = inv.argv
     assert argv[:3] == ["python", "-I", "-c"] and argv[4] == "1"  # max_steps 2: 1 reflection
     flags = argv[5:]
@@ -72,7 +74,7 @@ def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, ll
     workspace = _workspace(tmp_path)
     offset = log_offset(llm_server.log_path)
     result = run_program(
-        adapter("aider-diff"),
+        adapter("aider", "diff"),
         TASK,
         workspace,
         llm_server.base_url,
@@ -96,7 +98,7 @@ def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, ll
     assert records[0].prompt_tokens > 1500
     # The reflection carries Aider's error message back to the model.
     assert "SEARCH/REPLACE block failed to match" in str(result.transcript[-1]["messages"][-1])
-    failures = adapter("aider-diff").format_failures(result)
+    failures = adapter("aider", "diff").format_failures(result)
     assert failures == [f"{FAILED} # 1 SEARCH/REPLACE block failed to match!"] * 2
     assert "Only 1 reflections allowed, stopping." in result.stdout
     assert (workspace / "calc.py").read_text() == CALC
@@ -166,7 +168,7 @@ def test_sandbox_model_shell_commands_are_refused_by_aider(
     workspace = _workspace(tmp_path)
     task = HarnessTask("net", "Fetch the example page.", ("calc.py",), max_steps=1)
     result = run_program(
-        adapter("aider-diff"),
+        adapter("aider", "diff"),
         task,
         workspace,
         llm_server.base_url,

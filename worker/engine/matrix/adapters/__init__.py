@@ -11,8 +11,7 @@ from .mini_swe_agent import MiniSweAgent
 # One line per adapter: keep it that way so parallel additions merge without conflicts.
 ADAPTERS: dict[str, Adapter] = {}
 ADAPTERS[MiniSweAgent.spec.name] = MiniSweAgent()
-ADAPTERS["aider"] = AiderAdapter(edit_format="whole")
-ADAPTERS["aider-diff"] = AiderAdapter(edit_format="diff")
+ADAPTERS[AiderAdapter.spec.name] = AiderAdapter(edit_format="whole")
 ADAPTERS[HermesAgent.spec.name] = HermesAgent()
 
 

@@ -1,10 +1,12 @@
 """Aider (``aider``), run unattended on one task: one ``--message``, the task's files in the chat.
 
-The edit format is the matrix's setting for Aider (``AiderAdapter(edit_format=...)``; the
-registry has ``aider`` = ``whole``, what Aider picks for a model it has no settings for, and
-``aider-diff`` = SEARCH/REPLACE blocks). Aider works without git here (``--no-git``): the
-workspace is a plain folder, edits are written in place, nothing is committed, and there is no
-repository map (Aider builds one only from a git repo's tracked files).
+The edit format is the matrix's setting for Aider: ``AiderAdapter(edit_format=...)``, and its
+``variants`` (``aider:whole``, ``aider:diff``: ``adapter("aider", "diff")``). Plain ``aider`` is
+``whole``, what Aider picks for a model it has no settings for; ``diff`` is SEARCH/REPLACE blocks.
+
+Aider works without git here (``--no-git``): the workspace is a plain folder, edits are written
+in place, nothing is committed, and there is no repository map (Aider builds one only from a git
+repo's tracked files).
 
 Everything Aider would fetch or start on its own is switched off: the PyPI update check, the
 analytics (PostHog), the release notes, the browser GUI, URL scraping and the Playwright install
@@ -63,9 +65,14 @@ class AiderAdapter:
         self.context_tokens = context_tokens
 
     @property
-    def label(self) -> str:
-        """The matrix's name for this variant (``--harness``): ``aider`` or ``aider-diff``."""
-        return "aider" if self.edit_format == "whole" else f"aider-{self.edit_format}"
+    def variant(self) -> str:
+        """This adapter's variant (``--harness-variant``): its edit format."""
+        return self.edit_format
+
+    @property
+    def variants(self) -> dict[str, AiderAdapter]:
+        """One adapter per edit format, by name (``aider:whole``, ``aider:diff``)."""
+        return {fmt: AiderAdapter(fmt, context_tokens=self.context_tokens) for fmt in EDIT_FORMATS}
 
     @property
     def settings(self) -> dict:

@@ -88,6 +88,7 @@ def job_spec(job: BenchmarkJob) -> JobSpec:
         "tasks": list(job.tasks),
         "trials": job.trials,
         "harness": job.harness,
+        "harness_variant": job.harness_variant,
         "max_tokens": job.max_tokens,
     }
 

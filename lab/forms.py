@@ -5,7 +5,14 @@ import shlex
 from django import forms
 
 from lab.models import PROFILES, BenchmarkJob, NotificationSettings
-from worker.engine.harnesses import HARNESSES
+from runs.matrix import BASELINE, FORMAT_NAMES, MATRIX_SUITES, PROGRAM_NAMES
+
+# Grouped, so a prompt format is never taken for the program of a similar name.
+HARNESS_CHOICES = [
+    (BASELINE, f"{BASELINE} (the engine's own loop)"),
+    ("Prompt formats", [(name, name) for name in FORMAT_NAMES]),
+    ("Agent programs (matrix suites only)", [(name, name) for name in PROGRAM_NAMES]),
+]
 
 
 class JobForm(forms.ModelForm):
@@ -41,7 +48,10 @@ class JobForm(forms.ModelForm):
             "Managed llama.cpp server",
             ["binary", "model_path", "context_length", "threads", "launch_flags_text"],
         ),
-        ("What to run", ["profile", "suites_text", "trials", "harness", "max_tokens"]),
+        (
+            "What to run",
+            ["profile", "suites_text", "trials", "harness", "harness_variant", "max_tokens"],
+        ),
     ]
 
     class Meta:
@@ -59,6 +69,7 @@ class JobForm(forms.ModelForm):
             "profile",
             "trials",
             "harness",
+            "harness_variant",
             "max_tokens",
             "pool",
             "priority",
@@ -75,7 +86,8 @@ class JobForm(forms.ModelForm):
             "threads": "CPU threads",
             "profile": "Profile",
             "trials": "Speed trials",
-            "harness": "Tool-call harness",
+            "harness": "Harness",
+            "harness_variant": "Harness variant",
             "max_tokens": "Answer token limit",
             "pool": "Pool",
             "priority": "Priority",
@@ -90,6 +102,12 @@ class JobForm(forms.ModelForm):
             "model_path": "The GGUF file's path on the host.",
             "pool": "Only pools an approved host serves; not needed when you pick a server.",
             "priority": "0 (low) to 9 (high).",
+            "harness": "raw: the engine's own loop. A prompt format offers tools in tags. An "
+            "agent program (Aider, Hermes Agent, mini-swe-agent) runs the matrix suites only: "
+            + ", ".join(MATRIX_SUITES)
+            + " (the matrix profile).",
+            "harness_variant": "Only for an agent program: e.g. one of Aider's edit formats. "
+            "Empty: the program's default.",
             "max_tokens": "Sets every quality task's answer limit, up or down (at most 32768; "
             "speed tasks are only lowered); the run is then not comparable. A model that "
             "reasons gets its thinking budget on top automatically.",
@@ -98,7 +116,7 @@ class JobForm(forms.ModelForm):
             "target": forms.RadioSelect,
             # A blank profile is the API's "suites instead"; the form has its suites field.
             "profile": forms.Select(choices=PROFILES),
-            "harness": forms.Select(choices=[(name, name) for name in HARNESSES]),
+            "harness": forms.Select(choices=HARNESS_CHOICES),
             "pool": forms.Select,
         }
 

@@ -12,18 +12,46 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from runs.matrix import MATRIX_SUITES, is_program
 from submissions.models import SecretKey
 from worker.engine.harnesses import HARNESSES
 
 # What a job may ask for; the form, the API and full_clean all read these (one rule).
 PROVIDERS = [("auto", "auto-detect"), ("openai", "OpenAI-compatible"), ("ollama", "Ollama")]
-PROFILES = [("smoke", "smoke"), ("core", "core"), ("full", "full")]
+PROFILES = [("smoke", "smoke"), ("core", "core"), ("full", "full"), ("matrix", "matrix")]
 
 
 def known_harness(value: str) -> None:
     # A validator, not choices: the engine's list grows without a migration each time.
     if value not in HARNESSES:
         raise ValidationError(f"Unknown harness; one of: {', '.join(HARNESSES)}.")
+
+
+def harness_problem(
+    harness: str, suites: object, profile: str = "", variant: str = ""
+) -> tuple[str, str] | None:
+    """(the field to fix, why) when a job cannot run this harness, in the engine's own terms
+    (worker.engine.preflight): a real agent program (Aider, Hermes Agent, mini-swe-agent) only
+    attempts the matrix suites, which are written for a harness that edits files, and only a
+    program has variants (Aider's edit formats)."""
+    if not is_program(harness):
+        if variant:
+            return "harness_variant", "A variant applies to an agent program only."
+        return None
+    chosen = [s for s in suites if isinstance(s, str)] if isinstance(suites, list) else []
+    on_matrix = all(s in MATRIX_SUITES for s in chosen) if chosen else profile == "matrix"
+    if not on_matrix:
+        return "harness", (
+            f"The harness {harness} is a real agent program: it runs only the matrix suites "
+            f"({', '.join(MATRIX_SUITES)}). Choose the matrix profile, or name those suites."
+        )
+    from worker.engine.matrix.adapters import variants  # the engine's adapters, on demand
+
+    known = variants(harness)
+    if variant and variant not in known:
+        names = ", ".join(known) or "none"
+        return "harness_variant", f"{harness} has no variant {variant!r}; its variants: {names}."
+    return None
 
 
 pool_name = RegexValidator(
@@ -157,6 +185,9 @@ class BenchmarkJob(models.Model):
     )
     trials = models.PositiveSmallIntegerField(default=3)
     harness = models.CharField(max_length=20, validators=[known_harness], default="raw")
+    harness_variant = models.CharField(
+        max_length=40, blank=True, help_text="an agent program's variant, e.g. Aider's edit format"
+    )
     max_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="cap every reply (quick checks only)"
     )
@@ -227,6 +258,9 @@ class BenchmarkJob(models.Model):
             problem = bounds.text_problem(getattr(self, name) or "")
             if problem:
                 errors.setdefault(name, f"The {name.replace('_', ' ')} {problem}.")
+        problem = harness_problem(self.harness, self.suites, self.profile, self.harness_variant)
+        if problem:
+            errors.setdefault(*problem)
         if errors:
             raise ValidationError(errors)
 

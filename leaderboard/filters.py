@@ -18,6 +18,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from runs import normalize
+from runs.matrix import canonical, harness_kind
 from runs.models import RunQuerySet, ScoreScale
 
 SCALES = {
@@ -61,6 +62,9 @@ _SLUG = re.compile(r"[a-z0-9][a-z0-9.-]{0,119}")
 _VERSION = re.compile(r"[A-Za-z0-9._+-]{1,20}")
 # The query value for runs that name no benchmark version (stored as ""; bv="" means newest).
 UNVERSIONED = "unversioned"
+
+
+_HARNESS_CHIP = {"format": "prompt format", "program": "agent program"}
 
 
 def _choice(value: str, allowed) -> str:
@@ -152,7 +156,8 @@ class BoardFilters:
             quant=text("quant"),
             family=text("family"),
             params=_choice(text("params"), PARAM_CHOICES),
-            harness=text("harness"),
+            # An old link's format name (?harness=hermes) finds the renamed stacks.
+            harness=canonical(text("harness")),
             profile=_choice(text("profile"), PROFILE_CHOICES),
             comparable="all" if text("comparable") == "all" else "",
             location=_choice(text("location"), LOCATION_CHOICES),
@@ -235,7 +240,7 @@ class BoardFilters:
             "quant": self.quant,
             "family": f"family {self.family}",
             "params": dict(PARAM_CHOICES).get(self.params, ""),
-            "harness": f"harness {self.harness}",
+            "harness": f"{_HARNESS_CHIP.get(harness_kind(self.harness), 'harness')} {self.harness}",
             "profile": f"profile {self.profile}",
             "comparable": "including non-comparable",
             "location": dict(LOCATION_CHOICES).get(self.location, ""),

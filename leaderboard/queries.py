@@ -19,7 +19,7 @@ from leaderboard import cache as board_cache
 from leaderboard import rows as board_rows
 from leaderboard.filters import PAGE_SIZE, SORTS, BoardFilters
 from leaderboard.rows import Row
-from runs import normalize
+from runs import matrix, normalize
 from runs.models import (
     HardwareClass,
     HardwareKind,
@@ -449,9 +449,30 @@ def facets() -> dict:
         "engines": sorted(e for e in engines if e),
         "quants": sorted(q for q in quants if q),
         "families": sorted(f for f in families if f),
-        "harnesses": sorted(h for h in harnesses if h),
+        "harnesses": sorted((h for h in harnesses if h), key=matrix.harness_order),
+        "harness_groups": harness_groups(harnesses),
         "hardware": cached_hardware_choices(),
     }
+
+
+HARNESS_GROUPS = (
+    ("baseline", "Baseline"),
+    ("format", "Prompt formats (the engine's loop)"),
+    ("program", "Agent programs"),
+    ("other", "Other"),
+)
+
+
+def harness_groups(names) -> list[tuple[str, list[str]]]:
+    """The harnesses on offer as (group label, names): the baseline, the prompt formats and
+    the real agent programs apart, so a format is never read as a program (empty groups
+    left out)."""
+    found = sorted({n for n in names if n}, key=matrix.harness_order)
+    groups = [
+        (label, [n for n in found if matrix.harness_kind(n) == kind])
+        for kind, label in HARNESS_GROUPS
+    ]
+    return [(label, members) for label, members in groups if members]
 
 
 def cached_hardware_choices() -> list[dict]:

@@ -57,6 +57,7 @@ class Row:
     stack: Stack | None = None
     hardware_class: HardwareClass | None = None
     best_run: Run | None = None
+    matrix_url: str = ""  # the model's harness matrix on this class, where it has one
 
     @property
     def pooled(self) -> bool:

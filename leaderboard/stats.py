@@ -107,3 +107,38 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> set[int]:
             front.add(index)
             best_y = points[index][1]
     return front
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """A pass rate in percent with its 95% interval (Wilson's score interval), over n tries."""
+
+    passed: int
+    n: int
+    rate: float
+    low: float
+    high: float
+
+    def overlaps(self, other: Proportion) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+
+def wilson(passed: int, n: int, z: float = 1.959964) -> Proportion | None:
+    """Wilson's score interval for `passed` of `n` tries, in percent; None for no tries.
+
+    It stays inside 0–100 and is honest at the ends (0 of 5 is not "0 ± 0"), which the normal
+    approximation is not: matrix cells hold a handful of tasks each."""
+    if n <= 0:
+        return None
+    passed = max(0, min(passed, n))
+    p = passed / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return Proportion(
+        passed=passed,
+        n=n,
+        rate=100.0 * p,
+        low=100.0 * max(0.0, centre - half),
+        high=100.0 * min(1.0, centre + half),
+    )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path, register_converter
 
-from leaderboard.views import board, compare, images, pages
+from leaderboard.views import board, compare, images, matrix, pages
 
 
 class StoredTextConverter:
@@ -36,6 +36,9 @@ urlpatterns = [
     path("compare/", compare.compare, name="compare"),
     path("compare/share.png", images.compare_image, name="compare_image"),
     path("models/<text:model_id>/", pages.model_detail, name="model"),
+    # The class first: a model id may hold slashes, a class slug never does.
+    path("matrix/export.csv", matrix.matrix_csv, name="matrix_csv"),
+    path("matrix/<str:hw>/<text:model_id>/", matrix.matrix_page, name="matrix"),
     path("hardware/<int:pk>/", pages.hardware_detail, name="hardware"),
     # Imported authors and accounts have separate pages, so one can never merge into the
     # other (a username has no "/", so it never reaches the first pattern).

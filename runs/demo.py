@@ -146,7 +146,9 @@ ENGINES = [
     ("vllm", "0.11.0", 1.08),
     ("lm-studio", "0.3.27", 0.97),
 ]
-HARNESSES = ["raw", "raw", "raw", "xml-tool-call", "aider"]
+# Prompt formats only: a real agent program (aider, ...) runs the matrix suites alone, and these
+# synthetic runs hold the regular suites.
+HARNESSES = ["raw", "raw", "raw", "xml-tool-call", "xml-function-call"]
 SUBMITTERS = [
     "ada",
     "grace",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
 
 from runs import normalize
 
@@ -175,12 +175,14 @@ def _stack_fields(row: dict) -> dict:
     return {name: row[name] for name in STACK_FIELDS}
 
 
-def rederive_stacks(models: Models) -> int:
+def rederive_stacks(models: Models, only: Q | None = None) -> int:
     """Every stack's comparability key re-derived from its stored fields; stacks whose keys now
-    coincide merged (their runs and attempts move to one of them). The number merged away."""
-    rows = list(
-        models.stack.objects.order_by("id").values("id", "comparability_key", *STACK_FIELDS)
-    )
+    coincide merged (their runs and attempts move to one of them). The number merged away.
+
+    `only` limits it to some stacks (a rename of one field's values: the renamed stacks and
+    the ones they may now coincide with)."""
+    chosen = models.stack.objects.filter(only) if only is not None else models.stack.objects
+    rows = list(chosen.order_by("id").values("id", "comparability_key", *STACK_FIELDS))
 
     def repoint(losers: list[int], keep: int) -> None:
         models.run.objects.filter(stack_id__in=losers).update(stack_id=keep)

@@ -287,6 +287,13 @@ class RunQuerySet(models.QuerySet):
     def with_related(self) -> RunQuerySet:
         return self.select_related("stack", "hardware")
 
+    def matrix(self) -> RunQuerySet:
+        """Runs that measured a harness matrix suite (runs.matrix.MATRIX_SUITES)."""
+        from runs.matrix import MATRIX_SUITES
+
+        suites = SuiteResult.objects.filter(run=models.OuterRef("pk"), suite__in=MATRIX_SUITES)
+        return self.filter(models.Exists(suites))
+
 
 class Run(models.Model):
     """One benchmark execution of a stack on a piece of hardware."""

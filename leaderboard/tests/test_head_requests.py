@@ -11,9 +11,15 @@ from django.utils import timezone
 from lab import services as lab
 from lab.models import BenchmarkJob
 from leaderboard.tests.factories import add_runs, record
+from leaderboard.tests.matrix_bundles import matrix_record
 
 # Query strings some pages need to show more than their empty state.
-EXTRA_QUERY = {"leaderboard:compare": "?stacks={stack},{other}", "leaderboard:compare_image": ""}
+EXTRA_QUERY = {
+    "leaderboard:compare": "?stacks={stack},{other}",
+    "leaderboard:compare_image": "",
+    "leaderboard:matrix_csv": "?model={model}&hw={hw}",
+    "api-matrix": "?model={model}&hw={hw}",
+}
 
 
 def _named_patterns(patterns, namespace: str = "") -> list[str]:
@@ -32,8 +38,10 @@ def _named_patterns(patterns, namespace: str = "") -> list[str]:
 
 @pytest.fixture
 def site_objects(operator) -> dict:
-    stack_run, other_run = add_runs(
-        record(model_id="qwen3:8b", submitter="ada"), record(model_id="llama3.1:8b")
+    stack_run, other_run, _matrix_run = add_runs(
+        record(model_id="qwen3:8b", submitter="ada"),
+        record(model_id="llama3.1:8b"),
+        matrix_record("raw", {"matrix_bugfix": [None, "wrong"]}, model_id="qwen3:8b"),
     )
     job = lab.queue_job(
         requested_by=operator, model="qwen3:8b", endpoint_url="http://10.1.2.3/v1", pool="gpu"
@@ -45,6 +53,7 @@ def site_objects(operator) -> dict:
         "other": other_run.stack_id,
         "hardware": stack_run.hardware_id,
         "model": stack_run.stack.model_id,
+        "hw": stack_run.hardware_class.slug,
         "job": job.pk,
         "user": operator.pk,
     }
@@ -81,6 +90,7 @@ def _kwargs(name: str, ids: dict) -> dict:
         "leaderboard:run": {"pk": ids["run"]},
         "leaderboard:run_image": {"pk": ids["run"]},
         "leaderboard:model": {"model_id": ids["model"]},
+        "leaderboard:matrix": {"hw": ids["hw"], "model_id": ids["model"]},
         "leaderboard:hardware": {"pk": ids["hardware"]},
         "leaderboard:submitter": {"username": "alice"},
         "leaderboard:imported_submitter": {"name": "ada"},

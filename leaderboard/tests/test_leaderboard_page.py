@@ -197,12 +197,13 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> Non
 @pytest.mark.parametrize(
     ("query", "count"),
     [
-        # the default class, benchmark versions, narrow lanes, the page's lanes; two facets
-        ("", 6),
-        ("?vendor=nvidia&engine=llama.cpp", 6),  # the classes replace the default
+        # the default class, benchmark versions, narrow lanes, the page's lanes, which rows
+        # have a harness matrix; two facets
+        ("", 7),
+        ("?vendor=nvidia&engine=llama.cpp", 7),  # the classes replace the default
         # runs instead of lanes: how many (capped), the runs, their stacks, classes, best runs,
-        # attempts and submitters
-        ("?days=30", 11),
+        # attempts, submitters and the matrix links
+        ("?days=30", 12),
     ],
 )
 def test_the_query_count_does_not_grow_with_rows(

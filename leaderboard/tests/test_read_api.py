@@ -160,6 +160,7 @@ def test_every_documented_operation_is_exercised(client: Client, published, alic
         ("get", "/api/v1/leaderboard"): lambda: client.get("/api/v1/leaderboard?vendor=nvidia"),
         ("get", "/api/v1/hardware"): lambda: client.get("/api/v1/hardware"),
         ("get", "/api/v1/hardware-classes"): lambda: client.get("/api/v1/hardware-classes"),
+        ("get", "/api/v1/matrix"): lambda: client.get("/api/v1/matrix?model=qwen3:8b&hw=x"),
         ("get", "/api/v1/stacks/{id}"): lambda: client.get(f"/api/v1/stacks/{published['stack']}"),
         ("get", "/api/v1/runs/{id}"): lambda: client.get(f"/api/v1/runs/{run_id}"),
         ("delete", "/api/v1/runs/{id}"): lambda: client.delete(

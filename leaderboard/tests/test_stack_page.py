@@ -162,14 +162,14 @@ def test_an_htmx_request_gets_only_the_runs_table_filtered(client: Client) -> No
 
 
 def test_the_query_count_does_not_grow_with_runs(client: Client, django_assert_num_queries) -> None:
-    # stack, run count and page, run values, attempts, classes, suites, the recipe's run, the
-    # counted runs' sweeps
+    # stack, run count and page, run values, attempts, classes, suites, whether the model has
+    # harness matrix runs, the recipe's run, the counted runs' sweeps
     stack = _stack()
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         client.get(f"/stacks/{stack.id}/")
     for slug in ("rtx-4090", "h100", "m3-max-64"):
         on_class(slug, *(_run(slug, decode=40 + i) for i in range(30)))
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         client.get(f"/stacks/{stack.id}/?page=2")
     with django_assert_num_queries(3):
         client.get(f"/stacks/{stack.id}/", headers=HTMX)

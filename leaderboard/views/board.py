@@ -23,7 +23,7 @@ from django_htmx.middleware import HtmxDetails
 from core.conditional import revalidated
 from core.feeds import XmlSafeAtomFeed
 from leaderboard import cache as board_cache
-from leaderboard import charts, exports, queries
+from leaderboard import charts, exports, matrix, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
 from runs.models import HardwareClass, HardwareKind, Run, ScoreScale, Stack
@@ -260,6 +260,7 @@ def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
 
 def _results_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
     result = queries.board(filters)
+    _link_matrices(result.rows)
     context = {
         "filters": filters,
         "board": result,
@@ -274,6 +275,24 @@ def _results_html(request: HttpRequest, filters: BoardFilters, path: str) -> str
     }
     # The fragment reads nothing of the request but its path (the pager's fallback).
     return _compact(render_to_string("leaderboard/_board_results.html", context, request=request))
+
+
+def _link_matrices(rows) -> None:
+    """Each shown row whose model has harness matrix runs on its class links that matrix."""
+    pairs = {
+        (row.stack.model_id, row.hardware_class.id)
+        for row in rows
+        if row.stack is not None and row.hardware_class is not None
+    }
+    found = matrix.models_with_matrix(pairs)
+    for row in rows:
+        if row.stack is None or row.hardware_class is None:
+            continue
+        if (row.stack.model_id, row.hardware_class.id) in found:
+            row.matrix_url = reverse(
+                "leaderboard:matrix",
+                kwargs={"hw": row.hardware_class.slug, "model_id": row.stack.model_id},
+            )
 
 
 def pinned(filters: BoardFilters, scope: queries.Scope) -> BoardFilters:

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
-from leaderboard import charts, queries, summaries, sweeps
+from leaderboard import charts, matrix, queries, summaries, sweeps
 from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
 from leaderboard.resources import resources_view
 from leaderboard.templatetags.lanes import ci_text
@@ -167,6 +167,7 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         chart_rows, profile = summaries.chart_rows(proof, scope.key, filters.profile)
         counted = summaries.counted_in(runs, scope.key, profile)
         suites = summaries.suite_table(counted).get(stack.id, {})
+    harness_matrix = matrix.for_stack(stack, hw or (focus.slug if focus else ""))
     recipe_run = None
     if focus and focus.best:
         recipe_run = Run.objects.defer("raw_payload").filter(id=focus.best["id"]).first()
@@ -191,6 +192,7 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         "decode_trend": summaries.class_trend(chart_rows),
         "sweeps": sweeps.stack_sweeps(proof.rows),
         "quality_trend": summaries.quality_trend(chart_rows),
+        "harness_matrix": harness_matrix,
         "recipe_run": recipe_run,
         "recipe_command": redact_command(recipe_run.command_used) if recipe_run else "",
         "recipe_model_file": redact_text(stack.launch_settings.get("model_file", "")),

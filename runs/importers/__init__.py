@@ -20,6 +20,7 @@ from runs.importers.records import (
 from runs.importers.runjson import check_not_empty, parse_run
 from runs.importers.upgrade import UnsupportedVersion, upgrade
 from runs.names import is_anonymous
+from worker.engine.harnesses import canonical
 from worker.engine.redact import redact_field
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -126,6 +127,8 @@ def public_fields(record: RunRecord) -> RunRecord:
     """The record with its public fields scrubbed of addresses, keys and personal paths, and
     its score scale settled (records.settle_scale): every importer's records pass here."""
     settle_scale(record)
+    # The earlier product's (and an older CLI's) format names are today's (issue 19).
+    record.harness = canonical(record.harness or "raw")
     for name in _PUBLIC_RUN_FIELDS:
         setattr(record, name, redact_field(getattr(record, name)))
     if is_anonymous(record.submitter_name):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import shutil
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from runs import normalize
 from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult
 from submissions.models import Submission
 
@@ -29,6 +31,8 @@ def _row_counts() -> dict[str, int]:
 
 
 # Every row of leaderboard.json: (id, stack model id, harness, overall, quality), unrounded v2.
+# The file names the prompt formats by their old names (hermes, qwen, pi); they are stored by
+# today's (issue 19), so such a stack is never mistaken for the real Hermes Agent program.
 LEADERBOARD_V2_ROWS = [
     ("20260512-150046-qwen3.6-27b-local-ollama", "qwen3.6:27b", "raw", 75.15899999999999, 96.88),
     (
@@ -47,8 +51,8 @@ LEADERBOARD_V2_ROWS = [
     ),
     ("20260512-145608-pc1-coder-latest-local-ollama", "pc1-coder", "raw", 75.15899999999999, 96.88),
     ("20260512-125752-qwen3-8b-local-ollama", "qwen3:8b", "raw", 72.93146666666667, None),
-    ("20260512-141932-qwen3-8b-local-ollama", "qwen3:8b", "hermes", 70.3125, None),
-    ("20260512-141928-qwen3-8b-local-ollama", "qwen3:8b", "qwen", 70.3125, None),
+    ("20260512-141932-qwen3-8b-local-ollama", "qwen3:8b", "xml-tool-call", 70.3125, None),
+    ("20260512-141928-qwen3-8b-local-ollama", "qwen3:8b", "xml-function-call", 70.3125, None),
     (
         "20260430-211450-pc1-qwen36-unsloth-text-q4-remote-55-ollama",
         "pc1-qwen36-unsloth-text:q4",
@@ -64,7 +68,13 @@ LEADERBOARD_V2_ROWS = [
         None,
     ),
     ("20260512-001414-qwen2.5-1.5b-local-ollama", "qwen2.5:1.5b", "raw", 44.84843333333333, None),
-    ("20260512-141650-qwen3-8b-local-ollama", "qwen3:8b", "pi", 30.937500000000004, None),
+    (
+        "20260512-141650-qwen3-8b-local-ollama",
+        "qwen3:8b",
+        "think-xml-tool-call",
+        30.937500000000004,
+        None,
+    ),
 ]
 
 
@@ -364,3 +374,27 @@ def test_a_folder_is_searched_and_unrelated_json_is_reported(
 
     assert "notes.json: (top level): unrecognised format" in err.getvalue()
     assert Run.objects.count() == 1  # each file is its own transaction
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("hermes", "xml-tool-call"), ("qwen", "xml-function-call"), ("pi", "think-xml-tool-call")],
+)
+def test_an_old_clis_format_name_is_stored_by_its_new_name(fixtures_dir: Path, old, new) -> None:
+    """A run.json from the earlier CLI with --harness hermes lands on the renamed stack, keyed
+    as a new upload with --harness xml-tool-call is: one stack, never the Hermes program's."""
+    from runs.importers import parse_run_payload
+    from submissions.intake import import_records
+
+    data = json.loads((fixtures_dir / "generated/v3-smoke-local-run.json").read_text())
+    data["harness"] = old
+    record = parse_run_payload(copy.deepcopy(data))
+    assert record.harness == new
+    (run,) = import_records([record]).created
+    stack = run.stack
+    assert stack.harness == new
+    fields = ("model_id", "quantization", "model_sha256", "engine", "context_length")
+    fields += ("kv_cache_type", "draft_model", "launch_settings")
+    same = {name: getattr(stack, name) for name in fields}
+    assert stack.comparability_key == normalize.stack_identity(harness=new, **same)
+    assert stack.comparability_key != normalize.stack_identity(harness=old, **same)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from ...errors import UsageError
 from ..spec import Adapter
+from .aider import AiderAdapter
+from .hermes_agent import HermesAgent
 from .mini_swe_agent import MiniSweAgent
 
 # One line per adapter: keep it that way so parallel additions merge without conflicts.
 ADAPTERS: dict[str, Adapter] = {}
 ADAPTERS[MiniSweAgent.spec.name] = MiniSweAgent()
+ADAPTERS[AiderAdapter.spec.name] = AiderAdapter(edit_format="whole")
+ADAPTERS[HermesAgent.spec.name] = HermesAgent()
 
 
 def variants(name: str) -> dict[str, Adapter]:

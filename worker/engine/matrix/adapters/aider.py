@@ -1,0 +1,145 @@
+"""Aider (``aider``), run unattended on one task: one ``--message``, the task's files in the chat.
+
+The edit format is the matrix's setting for Aider: ``AiderAdapter(edit_format=...)``, and its
+``variants`` (``aider:whole``, ``aider:diff``: ``adapter("aider", "diff")``). Plain ``aider`` is
+``whole``, what Aider picks for a model it has no settings for; ``diff`` is SEARCH/REPLACE blocks.
+
+Aider works without git here (``--no-git``): the workspace is a plain folder, edits are written
+in place, nothing is committed, and there is no repository map (Aider builds one only from a git
+repo's tracked files).
+
+Everything Aider would fetch or start on its own is switched off: the PyPI update check, the
+analytics (PostHog), the release notes, the browser GUI, URL scraping and the Playwright install
+it offers, and model metadata (litellm's cost map from GitHub: ``LITELLM_LOCAL_MODEL_COST_MAP``,
+plus a metadata file in HOME that names the model, so Aider's own fetch of that map is never
+needed). Token counting needs no network: for an unknown ``openai/<model>`` litellm counts with
+tiktoken's cl100k_base, whose BPE file litellm ships and points ``TIKTOKEN_CACHE_DIR`` at.
+
+Aider has no flag for its reflection limit (3: after a malformed edit it sends the error back and
+asks again); a two-line launcher sets ``Coder.max_reflections`` to ``max_steps - 1`` and then
+calls Aider's own ``main``, so one task makes at most ``max_steps`` edit requests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..programs import PROGRAMS
+from ..spec import Endpoint, HarnessTask, Invocation, ProgramResult
+
+EDIT_FORMATS = ("whole", "diff")
+METADATA = ".aider.model.metadata.json"
+CHAT_HISTORY = ".aider.chat.history.md"
+INPUT_HISTORY = ".aider.input.history"
+LLM_HISTORY = ".aider.llm.history"
+CONTEXT_TOKENS = 8192  # what Aider is told of the window: it only warns and sizes summaries
+# Its own bound on a run; the caller's timeout is usually the tighter one. A CPU-only endpoint
+# takes minutes to read Aider's 2-3K-token prompt.
+STARTUP_S, STEP_S = 120.0, 300.0
+
+# Runs in the cage with the install's own interpreter: the reflection limit, then Aider's main.
+# "~/" in arguments is expanded here (Aider does not expand its history file paths).
+LAUNCHER = (
+    "import os, sys\n"
+    "from aider.coders.base_coder import Coder\n"
+    "Coder.max_reflections = int(sys.argv[1])\n"
+    "sys.argv = ['aider'] + [os.path.expanduser(a) if a.startswith('~/') else a"
+    " for a in sys.argv[2:]]\n"
+    "from aider.main import main\n"
+    "sys.exit(main())\n"
+)
+
+FAILED = "The LLM did not conform to the edit format."
+_FAILED_LINE = re.compile(r"^[> ]*" + re.escape(FAILED))
+_SKIP = re.compile(r"^(https?://\S+|\s*)$")
+
+
+class AiderAdapter:
+    spec = PROGRAMS["aider"]
+
+    def __init__(self, edit_format: str = "whole", *, context_tokens: int = CONTEXT_TOKENS):
+        if edit_format not in EDIT_FORMATS:
+            raise ValueError(f"edit format {edit_format!r}: one of {EDIT_FORMATS}")
+        self.edit_format = edit_format
+        self.context_tokens = context_tokens
+
+    @property
+    def variant(self) -> str:
+        """This adapter's variant (``--harness-variant``): its edit format."""
+        return self.edit_format
+
+    @property
+    def variants(self) -> dict[str, AiderAdapter]:
+        """One adapter per edit format, by name (``aider:whole``, ``aider:diff``)."""
+        return {fmt: AiderAdapter(fmt, context_tokens=self.context_tokens) for fmt in EDIT_FORMATS}
+
+    @property
+    def settings(self) -> dict:
+        return {"edit_format": self.edit_format}
+
+    def model_name(self, endpoint: Endpoint) -> str:
+        return f"openai/{endpoint.model}"
+
+    def argv(self, task: HarnessTask, endpoint: Endpoint) -> list[str]:
+        """Aider's own arguments (after the launcher)."""
+        args = ["--model", self.model_name(endpoint), "--edit-format", self.edit_format]
+        args += ["--openai-api-base", endpoint.base_url, "--openai-api-key", endpoint.api_key]
+        args += ["--model-metadata-file", f"~/{METADATA}", "--no-show-model-warnings"]
+        args += ["--no-git", "--no-auto-commits", "--no-dirty-commits", "--yes-always"]
+        args += ["--no-check-update", "--no-show-release-notes", "--no-analytics"]
+        args += ["--no-gui", "--no-detect-urls", "--disable-playwright"]
+        args += ["--no-pretty", "--no-fancy-input", "--no-notifications"]
+        args += ["--chat-history-file", f"~/{CHAT_HISTORY}"]
+        args += ["--input-history-file", f"~/{INPUT_HISTORY}"]
+        args += ["--llm-history-file", f"~/{LLM_HISTORY}"]
+        args += ["--message", task.prompt]
+        return args + list(task.files)
+
+    def invocation(self, task: HarnessTask, endpoint: Endpoint) -> Invocation:
+        metadata = {
+            self.model_name(endpoint): {
+                "max_input_tokens": self.context_tokens,
+                "max_output_tokens": self.context_tokens,
+                "max_tokens": self.context_tokens,
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.0,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+        reflections = str(max(task.max_steps - 1, 0))
+        argv = ["python", "-I", "-c", LAUNCHER, reflections, *self.argv(task, endpoint)]
+        env = {
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm's bundled cost map, no fetch
+            "OPENAI_API_KEY": endpoint.api_key,
+            "AIDER_EDIT_FORMAT": self.edit_format,  # the variant, readable in the record
+            "COLUMNS": "160",
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+            "PAGER": "cat",
+        }
+        return Invocation(
+            argv=argv,
+            env=env,
+            home_files={METADATA: json.dumps(metadata, indent=2)},
+            timeout_s=STARTUP_S + STEP_S * task.max_steps,
+        )
+
+    def format_failures(self, result: ProgramResult) -> list[str]:
+        """Each time Aider said the model's edits did not parse or apply, with the first line of
+        its reason, in order. Read from its chat history in HOME (complete) or else stdout."""
+        text = result.home_files.get(CHAT_HISTORY) or result.stdout
+        lines = text.splitlines()
+        found = []
+        for index, line in enumerate(lines):
+            if not _FAILED_LINE.match(line):
+                continue
+            reason = ""
+            for following in lines[index + 1 : index + 8]:
+                following = following.lstrip("> ").strip()
+                if not _SKIP.match(following):
+                    reason = following
+                    break
+            found.append(f"{FAILED} {reason}".strip()[:240])
+        return found

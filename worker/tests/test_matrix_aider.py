@@ -1,0 +1,218 @@
+"""Aider, the real program, caged, against the real llama.cpp server.
+
+The model's replies are forced with a grammar (``force_reply``: Aider sends no tools, so the
+server takes a grammar), which makes each run's path through Aider certain.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from worker.engine.matrix.adapters import adapter, variants
+from worker.engine.matrix.adapters.aider import CHAT_HISTORY, FAILED, AiderAdapter
+from worker.engine.matrix.cage import HarnessNotInstalled, install_dir
+from worker.engine.matrix.runner import run_program
+from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, Overhead
+from worker.engine.matrix.testing import force_reply, log_offset, wait_for_server_log
+from worker.tests.llm_server import llm_model, llm_server  # noqa: F401
+
+pytestmark = [
+    pytest.mark.llm,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
+]
+CALC = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+TASK = HarnessTask("calc", "Fix add() in calc.py so add(2, 3) == 5.", ("calc.py",), max_steps=2)
+
+
+@pytest.fixture
+def installed() -> None:
+    try:
+        install_dir(adapter("aider").spec)
+    except HarnessNotInstalled as exc:
+        pytest.skip(str(exc))
+
+
+def _workspace(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "calc.py").write_text(CALC)
+    return workspace
+
+
+def test_variants_and_their_switches():
+    diff = adapter("aider", "diff")
+    assert isinstance(diff, AiderAdapter) and diff.edit_format == "diff"
+    assert adapter("aider").variant == "whole" and adapter("aider", "whole").variant == "whole"
+    assert set(variants("aider")) == {"whole", "diff"}
+    with pytest.raises(ValueError):
+        AiderAdapter(edit_format="udiff-simple")
+    inv = adapter("aider", "diff").invocation(TASK, Endpoint("http://127.0.0.1:8771/v1", "m"))
+    argv = inv.argv
+    assert argv[:3] == ["python", "-I", "-c"] and argv[4] == "1"  # max_steps 2: 1 reflection
+    flags = argv[5:]
+    assert flags[flags.index("--model") + 1] == "openai/m"
+    assert flags[flags.index("--edit-format") + 1] == "diff"
+    assert flags[flags.index("--openai-api-base") + 1] == "http://127.0.0.1:8771/v1"
+    for switch in ("--no-git", "--no-check-update", "--no-analytics", "--no-detect-urls"):
+        assert switch in flags
+    assert flags[-1] == "calc.py" and flags[-2] == TASK.prompt
+    assert inv.env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    assert "openai/m" in inv.home_files[".aider.model.metadata.json"]
+
+
+def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+    """A SEARCH block that matches nothing: Aider says so, reflects once (max_steps 2), stops."""
+    reply = (
+        "calc.py\n```python\n<<<<<<< SEARCH\n    return a * b\n=======\n"
+        "    return a + b\n>>>>>>> REPLACE\n```\n"
+    )
+    workspace = _workspace(tmp_path)
+    offset = log_offset(llm_server.log_path)
+    result = run_program(
+        adapter("aider", "diff"),
+        TASK,
+        workspace,
+        llm_server.base_url,
+        llm_model,
+        max_tokens_cap=96,
+        timeout_s=480,
+        rewrite=force_reply(reply),
+    )
+    assert not result.timed_out and result.returncode == 0, result.stdout[-2000:]
+    records = result.requests
+    assert len(records) == 2  # the first try and one reflection: the bound held
+    assert all(r.status == 200 and r.source == "timings" for r in records)
+    logged = wait_for_server_log(llm_server.log_path, offset, len(records))
+    overhead = Overhead.measure(records, result.wall_ms)
+    assert overhead.requests == len(logged) == 2
+    assert overhead.prompt_tokens - overhead.cached_tokens == sum(
+        e["prompt_tokens"] for e in logged
+    )
+    assert overhead.completion_tokens == sum(e["completion_tokens"] for e in logged)
+    # Aider's system prompt (the SEARCH/REPLACE rules and examples) is its cost.
+    assert records[0].prompt_tokens > 1500
+    # The reflection carries Aider's error message back to the model.
+    assert "SEARCH/REPLACE block failed to match" in str(result.transcript[-1]["messages"][-1])
+    failures = adapter("aider", "diff").format_failures(result)
+    assert failures == [f"{FAILED} # 1 SEARCH/REPLACE block failed to match!"] * 2
+    assert "Only 1 reflections allowed, stopping." in result.stdout
+    assert (workspace / "calc.py").read_text() == CALC
+    assert CHAT_HISTORY in result.home_files  # its files went to HOME, not the workspace
+    assert sorted(p.name for p in workspace.iterdir()) == ["calc.py"]
+    assert result.denials == []  # it tried nothing the cage had to stop
+
+
+def test_whole_file_edit_lands_in_the_workspace(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+    reply = f"calc.py\n```python\n{FIXED}```\n"
+    workspace = _workspace(tmp_path)
+    result = run_program(
+        adapter("aider"),
+        TASK,
+        workspace,
+        llm_server.base_url,
+        llm_model,
+        max_tokens_cap=64,
+        timeout_s=480,
+        rewrite=force_reply(reply),
+    )
+    assert not result.timed_out and result.returncode == 0, result.stdout[-2000:]
+    assert (workspace / "calc.py").read_text() == FIXED
+    assert len(result.requests) == 1
+    assert adapter("aider").format_failures(result) == []
+    assert "Applied edit to calc.py" in result.stdout
+
+
+def test_sandbox_stops_writes_outside_the_workspace(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+    """Aider writes wherever an edit names: an existing file outside the workspace (the cage's
+    /etc/hostname) fails with the kernel's words; a new one (../) fails silently in Aider."""
+    mark = uuid.uuid4().hex[:8]
+    host_hostname = Path("/etc/hostname").read_bytes()
+    reply = f"/etc/hostname\n```\nescaped\n```\n\n../escape-{mark}.py\n```\nx = 1\n```\n"
+    workspace = _workspace(tmp_path)
+    task = HarnessTask("escape", "Edit the files.", ("calc.py",), max_steps=1)
+    result = run_program(
+        adapter("aider"),
+        task,
+        workspace,
+        llm_server.base_url,
+        llm_model,
+        max_tokens_cap=64,
+        timeout_s=480,
+        rewrite=force_reply(reply),
+    )
+    assert not result.timed_out, result.stdout[-2000:]
+    assert Path("/etc/hostname").read_bytes() == host_hostname
+    assert not (tmp_path / f"escape-{mark}.py").exists()
+    assert (workspace / "calc.py").read_text() == CALC
+    text = "\n".join(result.denials)
+    assert "write outside the workspace blocked:" in text
+    assert "Unable to write file /etc/hostname" in text and "Read-only file system" in text
+    # Aider swallows the reason when it cannot create a file; its own words are all there is.
+    assert f"Unable to create ../escape-{mark}.py, skipping edits." in result.stdout
+
+
+def test_sandbox_model_shell_commands_are_refused_by_aider(
+    tmp_path,
+    installed,
+    llm_server,  # noqa: F811
+    llm_model,  # noqa: F811
+):
+    """The only way an Aider model reaches a shell: a suggested command. --yes-always never runs
+    one (Aider asks for an explicit yes), so nothing is fetched and nothing leaves the cage."""
+    reply = "Fetch it:\n\n```bash\ncurl -sS http://example.com/ -o fetched.html\n```\n"
+    workspace = _workspace(tmp_path)
+    task = HarnessTask("net", "Fetch the example page.", ("calc.py",), max_steps=1)
+    result = run_program(
+        adapter("aider", "diff"),
+        task,
+        workspace,
+        llm_server.base_url,
+        llm_model,
+        max_tokens_cap=48,
+        timeout_s=480,
+        rewrite=force_reply(reply),
+    )
+    assert not result.timed_out, result.stdout[-2000:]
+    # The question is not printed under --yes-always; the chat history has it, answered "n".
+    history = result.home_files[CHAT_HISTORY]
+    assert "Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]: n" in history
+    assert "Running curl" not in result.stdout
+    assert not (workspace / "fetched.html").exists()
+    assert result.denials == []
+
+
+class _DetectUrls(AiderAdapter):
+    """The matrix's Aider with URL scraping switched back on (Aider's own default)."""
+
+    def invocation(self, task: HarnessTask, endpoint: Endpoint) -> Invocation:
+        inv = super().invocation(task, endpoint)
+        at = inv.argv.index("--message")
+        inv.argv[at:at] = ["--detect-urls"]  # the later of --no-detect-urls/--detect-urls wins
+        return inv
+
+
+def test_sandbox_stops_aiders_own_web_scraper(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+    task = HarnessTask(
+        "net", "Read http://example.com/benchloop-probe and fix calc.py.", ("calc.py",), 1
+    )
+    result = run_program(
+        _DetectUrls(),
+        task,
+        _workspace(tmp_path),
+        llm_server.base_url,
+        llm_model,
+        max_tokens_cap=16,
+        timeout_s=480,
+        rewrite=force_reply("ok"),
+    )
+    assert not result.timed_out, result.stdout[-2000:]
+    assert "Scraping http://example.com/benchloop-probe" in result.stdout
+    text = "\n".join(result.denials)
+    assert "network blocked: HTTP error occurred:" in text, result.stdout[-3000:]
+    assert "Temporary failure in name resolution" in text
+    assert "Failed to retrieve content from http://example.com/benchloop-probe" in result.stdout

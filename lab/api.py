@@ -20,7 +20,7 @@ from lab.models import BenchmarkJob
 from runs import bounds, limits
 from runs.models import SuiteResult, TaskResult
 from submissions.permissions import scope_required
-from worker.engine.harnesses import HARNESSES
+from worker.engine.harnesses import HARNESSES, canonical
 from worker.engine.redact import redact_text
 
 
@@ -98,6 +98,14 @@ def _names(max_length: int, count: int) -> serializers.ListField:
     return serializers.ListField(child=child, required=False, max_length=count, default=list)
 
 
+class _HarnessField(serializers.ChoiceField):
+    """A harness by its current name, or by a prompt format's old one (``hermes``, ``qwen``,
+    ``pi``), as scripts written for an earlier site still send."""
+
+    def to_internal_value(self, data: object) -> str:
+        return str(super().to_internal_value(canonical(data) if isinstance(data, str) else data))
+
+
 class JobInput(serializers.ModelSerializer):
     """The job's fields as the model defines them (lengths, ranges, the pool and key-name
     patterns), narrowed where the API offers fewer choices than the column holds."""
@@ -108,7 +116,7 @@ class JobInput(serializers.ModelSerializer):
     launch_flags = _names(200, 50)
     suites = _names(limits.max_length(SuiteResult, "suite"), 20)
     tasks = _names(limits.max_length(TaskResult, "task_id"), 100)
-    harness = serializers.ChoiceField(choices=list(HARNESSES), default="raw")
+    harness = _HarnessField(choices=list(HARNESSES), default="raw")
     host = serializers.CharField(
         required=False,
         allow_blank=True,

@@ -81,6 +81,15 @@ def test_the_api_refuses_a_program_off_the_matrix_suites(operator, alice_key) ->
     assert BenchmarkJob.objects.get().harness == "xml-tool-call"
 
 
+def test_the_api_takes_a_prompt_formats_old_name(operator, alice_key) -> None:
+    # A script written for the earlier site says "hermes": the tag format, not Hermes Agent.
+    ok = post_json(Client(), "/api/v1/jobs", JOB | {"harness": "hermes"}, alice_key)
+    assert ok.status_code == 202, ok.content
+    assert BenchmarkJob.objects.get().harness == "xml-tool-call"
+    refused = post_json(Client(), "/api/v1/jobs", JOB | {"harness": "cursor"}, alice_key)
+    assert refused.status_code == 400
+
+
 def test_a_program_on_the_matrix_profile_is_queued(operator, alice_key) -> None:
     body = JOB | {"harness": "mini-swe-agent", "profile": "matrix"}
     response = post_json(Client(), "/api/v1/jobs", body, alice_key)

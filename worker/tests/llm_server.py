@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
+from worker.engine.matrix.cage import HarnessNotInstalled, install_dir
+from worker.engine.matrix.spec import HarnessSpec
 from worker.engine.testing.xllama_launcher import MODEL_ALIAS, ServerHandle, start_server
 
 __all__ = [
     "bench_home",
     "llm_model",
+    "llm_server_8k",
     "llm_own_template_url",
     "llm_server",
     "llm_url",
@@ -24,6 +29,27 @@ def llm_server(tmp_path_factory: pytest.TempPathFactory) -> ServerHandle:
         yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture(scope="session")
+def llm_server_8k(tmp_path_factory: pytest.TempPathFactory) -> ServerHandle:
+    """A server with an 8K window, for harness programs whose own prompt outgrows 4K (Hermes
+    Agent's is about 4,400 tokens); shared, so they reuse its cache of their prompt prefix."""
+    handle = start_server(n_ctx=8192, log_dir=tmp_path_factory.mktemp("llm-8k"))
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def require_harness(spec: HarnessSpec) -> None:
+    """Fail (never skip: CI installs them) when bubblewrap or the harness program is missing."""
+    if shutil.which("bwrap") is None:
+        pytest.fail("bubblewrap is not installed (scripts/test.sh installs it)")
+    try:
+        install_dir(spec)
+    except HarnessNotInstalled as exc:
+        pytest.fail(f"{exc}; scripts/test.sh runs `benchloop harness install`")
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ server takes a grammar), which makes each run's path through Aider certain.
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from pathlib import Path
 
@@ -14,15 +13,13 @@ import pytest
 
 from worker.engine.matrix.adapters import adapter, variants
 from worker.engine.matrix.adapters.aider import CHAT_HISTORY, FAILED, AiderAdapter
-from worker.engine.matrix.cage import HarnessNotInstalled, install_dir
 from worker.engine.matrix.runner import run_program
 from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, Overhead
 from worker.engine.matrix.testing import force_reply, log_offset, wait_for_server_log
-from worker.tests.llm_server import llm_model, llm_server  # noqa: F401
+from worker.tests.llm_server import llm_model, llm_server, require_harness  # noqa: F401
 
 pytestmark = [
     pytest.mark.llm,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
 ]
 CALC = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -31,10 +28,7 @@ TASK = HarnessTask("calc", "Fix add() in calc.py so add(2, 3) == 5.", ("calc.py"
 
 @pytest.fixture
 def installed() -> None:
-    try:
-        install_dir(adapter("aider").spec)
-    except HarnessNotInstalled as exc:
-        pytest.skip(str(exc))
+    require_harness(adapter("aider").spec)
 
 
 def _workspace(tmp_path: Path) -> Path:

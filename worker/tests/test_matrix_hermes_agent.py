@@ -8,7 +8,6 @@ server with 8,192 (the ChatML template with tool calls, so the server parses Her
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from pathlib import Path
 
@@ -16,15 +15,14 @@ import pytest
 
 from worker.engine.matrix.adapters import adapter
 from worker.engine.matrix.adapters.hermes_agent import UPDATE_CHECK
-from worker.engine.matrix.cage import HarnessNotInstalled, install_dir
 from worker.engine.matrix.runner import run_program
 from worker.engine.matrix.spec import Endpoint, HarnessTask, Overhead, ProgramResult
 from worker.engine.matrix.testing import forced_reply_grammar, log_offset, wait_for_server_log
-from worker.engine.testing.xllama_launcher import MODEL_ALIAS, start_server
+from worker.engine.testing.xllama_launcher import MODEL_ALIAS
+from worker.tests.llm_server import require_harness
 
 pytestmark = [
     pytest.mark.llm,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
 ]
 HERMES = adapter("hermes-agent")
 CALC = "def add(a, b):\n    return a - b\n"
@@ -32,20 +30,12 @@ CALC = "def add(a, b):\n    return a - b\n"
 
 @pytest.fixture
 def installed() -> None:
-    try:
-        install_dir(HERMES.spec)
-    except HarnessNotInstalled as exc:
-        pytest.skip(str(exc))
+    require_harness(HERMES.spec)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """One 8K server for this module: later runs reuse its cache of Hermes's prompt prefix."""
-    handle = start_server(n_ctx=8192, log_dir=tmp_path_factory.mktemp("llm-hermes"))
-    try:
-        yield handle
-    finally:
-        handle.stop()
+@pytest.fixture
+def server(llm_server_8k):
+    return llm_server_8k
 
 
 def _workspace(tmp_path: Path) -> Path:

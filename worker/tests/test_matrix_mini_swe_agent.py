@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import threading
 import uuid
@@ -12,15 +11,13 @@ from pathlib import Path
 import pytest
 
 from worker.engine.matrix.adapters import adapter
-from worker.engine.matrix.cage import HarnessNotInstalled, install_dir
 from worker.engine.matrix.runner import run_program
 from worker.engine.matrix.spec import HarnessTask, Overhead
 from worker.engine.matrix.testing import force_reply, log_offset, wait_for_server_log
-from worker.tests.llm_server import llm_model, llm_server  # noqa: F401
+from worker.tests.llm_server import llm_model, llm_server, require_harness  # noqa: F401
 
 pytestmark = [
     pytest.mark.llm,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
 ]
 MINI = adapter("mini-swe-agent")
 CALC = "def add(a, b):\n    return a - b\n"
@@ -28,10 +25,7 @@ CALC = "def add(a, b):\n    return a - b\n"
 
 @pytest.fixture
 def installed() -> None:
-    try:
-        install_dir(MINI.spec)
-    except HarnessNotInstalled as exc:
-        pytest.skip(str(exc))
+    require_harness(MINI.spec)
 
 
 def _workspace(tmp_path: Path) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import textwrap
 import threading
@@ -21,10 +20,9 @@ from worker.engine.matrix.proxy import RecordingProxy
 from worker.engine.matrix.runner import find_denials, run_program
 from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, ProgramResult
 from worker.engine.matrix.testing import log_offset, wait_for_server_log
-from worker.tests.llm_server import llm_model, llm_server, llm_url  # noqa: F401
+from worker.tests.llm_server import llm_model, llm_server, llm_url, require_harness  # noqa: F401
 
 PROJECT = Path(__file__).resolve().parents[2]
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
 
 class PythonProbe:
@@ -47,10 +45,7 @@ class PythonProbe:
 
 
 def _installed() -> None:
-    try:
-        cage.install_dir(PythonProbe.spec)
-    except cage.HarnessNotInstalled as exc:
-        pytest.skip(str(exc))
+    require_harness(PythonProbe.spec)
 
 
 TASK = HarnessTask("probe", "probe the cage", ())
@@ -161,7 +156,6 @@ print(json.dumps(out))
 """
 
 
-@needs_bwrap
 @pytest.mark.llm
 def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, llm_model):  # noqa: F811
     _installed()
@@ -225,7 +219,6 @@ def _host_processes_with(arg: str) -> list[int]:
     return found
 
 
-@needs_bwrap
 def test_cage_timeout_kills_the_whole_process_tree(tmp_path):
     _installed()
     mark = f"{900 + uuid.uuid4().int % 99}.{uuid.uuid4().int % 10**6}"  # a unique sleep length

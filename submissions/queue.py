@@ -16,6 +16,7 @@ from django.db.models.functions import Lower, RowNumber
 
 from runs import roofline
 from runs.accelerators import Catalog
+from runs.labels import labels_by_id
 from runs.models import Outcome, Run
 from submissions import integrity
 from submissions.models import RunReport, Status, Submission, SubmitterProfile, UploadAttempt
@@ -69,6 +70,8 @@ class Item:
     is_own: bool = False
     selected: bool = False
     missing_hardware: str = ""
+    # The stack's label, long enough to tell it from the other rows' (harness, settings…).
+    label: str = ""
 
     @property
     def flagged(self) -> bool:
@@ -86,6 +89,7 @@ def items(
     histories = _histories(submissions)
     attempts = _attempts(submissions)
     reports = _open_reports(runs)
+    labels = labels_by_id({run.stack_id: run.stack for run in runs}.values())
     result = []
     for submission in submissions:
         run = submission.run
@@ -110,6 +114,7 @@ def items(
                 is_own=is_own,
                 selected=select_all and not is_own,
                 missing_hardware=_missing_hardware(submission, catalog),
+                label=labels[run.stack_id],
             )
         )
     return result

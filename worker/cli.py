@@ -36,7 +36,7 @@ from worker.engine.compare import compare_bundles
 from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.hardware import detect_hardware
-from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES, canonical
+from worker.engine.harnesses import FORMATS, HARNESS_DESCRIPTIONS, HARNESSES, PROGRAMS, canonical
 from worker.engine.orchestrator import RunConfig, RunOutcome, execute, prepare_run
 from worker.engine.preflight import DEFAULT_TRIALS
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
@@ -471,8 +471,10 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
         choices=HARNESSES,
         type=canonical,
         default="raw",
-        help="a prompt format (raw = native tool calls) or a real harness program, which runs "
-        "the matrix suites; the old format names hermes, qwen and pi still work",
+        metavar="NAME",
+        help="a prompt format (raw = native tool calls, "
+        f"{', '.join(FORMATS[1:])}) or a harness program ({', '.join(PROGRAMS)}), which "
+        "runs the matrix suites; the old names hermes, qwen and pi still work",
     )
     run.add_argument(
         "--harness-variant",

@@ -18,6 +18,7 @@ from worker.cli_format import (
     table,
     versions,
 )
+from worker.engine.scoring import SPEED_SUITES
 
 # The run summary's columns: (key in speed_summary, header, unit).
 _SUMMARY_COLUMNS = (
@@ -50,9 +51,16 @@ def print_header(out: Console, prep) -> None:
         f"{scoring} scoring ({prep.locality.reason})",
         indent="  ",
     )
+    trials = (
+        f" · {config.trials} trials per speed task"
+        if SPEED_SUITES & {n for n, t in prep.tasks.items() if t}
+        else ""
+    )
+    harness = f" · harness {config.harness}" if config.harness != "raw" else ""
+    variant = f" ({config.harness_variant})" if config.harness_variant else ""
     say(
         out,
-        f"profile {prep.profile_name} · {task_count} tasks · {config.trials} trials per speed task",
+        f"profile {prep.profile_name} · {task_count} tasks{trials}{harness}{variant}",
         indent="  ",
     )
 

@@ -112,7 +112,9 @@ def test_a_real_run_prints_the_summary_within_80_columns(llm_url, bench_home):
         assert any(line.startswith(f"{task} ") for line in lines)
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["list"], ["compare"], ["submit"], ["info"]])
+@pytest.mark.parametrize(
+    "command", [[], ["run"], ["list"], ["compare"], ["submit"], ["info"], ["matrix"], ["harness"]]
+)
 def test_help_fits_80_columns(command, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     with pytest.raises(SystemExit):

@@ -14,8 +14,9 @@ import pytest
 from worker.engine.matrix.adapters import adapter, variants
 from worker.engine.matrix.adapters.aider import CHAT_HISTORY, FAILED, AiderAdapter
 from worker.engine.matrix.runner import run_program
-from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, Overhead
+from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, Overhead, ProgramResult
 from worker.engine.matrix.testing import force_reply, log_offset, wait_for_server_log
+from worker.engine.testing.xllama_launcher import MODEL_ALIAS
 from worker.tests.llm_server import llm_model, llm_server, require_harness  # noqa: F401
 
 pytestmark = [
@@ -29,6 +30,20 @@ TASK = HarnessTask("calc", "Fix add() in calc.py so add(2, 3) == 5.", ("calc.py"
 @pytest.fixture
 def installed() -> None:
     require_harness(adapter("aider").spec)
+
+
+def _forced(program, task, workspace, server, reply: str, *, cap: int) -> ProgramResult:
+    """``program`` on ``task``, caged, with every model reply forced to ``reply``."""
+    return run_program(
+        program,
+        task,
+        workspace,
+        server.base_url,
+        MODEL_ALIAS,
+        max_tokens_cap=cap,
+        timeout_s=480,
+        rewrite=force_reply(reply),
+    )
 
 
 def _workspace(tmp_path: Path) -> Path:
@@ -67,16 +82,7 @@ def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, ll
     )
     workspace = _workspace(tmp_path)
     offset = log_offset(llm_server.log_path)
-    result = run_program(
-        adapter("aider", "diff"),
-        TASK,
-        workspace,
-        llm_server.base_url,
-        llm_model,
-        max_tokens_cap=96,
-        timeout_s=480,
-        rewrite=force_reply(reply),
-    )
+    result = _forced(adapter("aider", "diff"), TASK, workspace, llm_server, reply, cap=96)
     assert not result.timed_out and result.returncode == 0, result.stdout[-2000:]
     records = result.requests
     assert len(records) == 2  # the first try and one reflection: the bound held
@@ -104,16 +110,7 @@ def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, ll
 def test_whole_file_edit_lands_in_the_workspace(tmp_path, installed, llm_server, llm_model):  # noqa: F811
     reply = f"calc.py\n```python\n{FIXED}```\n"
     workspace = _workspace(tmp_path)
-    result = run_program(
-        adapter("aider"),
-        TASK,
-        workspace,
-        llm_server.base_url,
-        llm_model,
-        max_tokens_cap=64,
-        timeout_s=480,
-        rewrite=force_reply(reply),
-    )
+    result = _forced(adapter("aider"), TASK, workspace, llm_server, reply, cap=64)
     assert not result.timed_out and result.returncode == 0, result.stdout[-2000:]
     assert (workspace / "calc.py").read_text() == FIXED
     assert len(result.requests) == 1
@@ -129,16 +126,7 @@ def test_sandbox_stops_writes_outside_the_workspace(tmp_path, installed, llm_ser
     reply = f"/etc/hostname\n```\nescaped\n```\n\n../escape-{mark}.py\n```\nx = 1\n```\n"
     workspace = _workspace(tmp_path)
     task = HarnessTask("escape", "Edit the files.", ("calc.py",), max_steps=1)
-    result = run_program(
-        adapter("aider"),
-        task,
-        workspace,
-        llm_server.base_url,
-        llm_model,
-        max_tokens_cap=64,
-        timeout_s=480,
-        rewrite=force_reply(reply),
-    )
+    result = _forced(adapter("aider"), task, workspace, llm_server, reply, cap=64)
     assert not result.timed_out, result.stdout[-2000:]
     assert Path("/etc/hostname").read_bytes() == host_hostname
     assert not (tmp_path / f"escape-{mark}.py").exists()
@@ -161,16 +149,7 @@ def test_sandbox_model_shell_commands_are_refused_by_aider(
     reply = "Fetch it:\n\n```bash\ncurl -sS http://example.com/ -o fetched.html\n```\n"
     workspace = _workspace(tmp_path)
     task = HarnessTask("net", "Fetch the example page.", ("calc.py",), max_steps=1)
-    result = run_program(
-        adapter("aider", "diff"),
-        task,
-        workspace,
-        llm_server.base_url,
-        llm_model,
-        max_tokens_cap=48,
-        timeout_s=480,
-        rewrite=force_reply(reply),
-    )
+    result = _forced(adapter("aider", "diff"), task, workspace, llm_server, reply, cap=48)
     assert not result.timed_out, result.stdout[-2000:]
     # The question is not printed under --yes-always; the chat history has it, answered "n".
     history = result.home_files[CHAT_HISTORY]
@@ -194,16 +173,7 @@ def test_sandbox_stops_aiders_own_web_scraper(tmp_path, installed, llm_server, l
     task = HarnessTask(
         "net", "Read http://example.com/benchloop-probe and fix calc.py.", ("calc.py",), 1
     )
-    result = run_program(
-        _DetectUrls(),
-        task,
-        _workspace(tmp_path),
-        llm_server.base_url,
-        llm_model,
-        max_tokens_cap=16,
-        timeout_s=480,
-        rewrite=force_reply("ok"),
-    )
+    result = _forced(_DetectUrls(), task, _workspace(tmp_path), llm_server, "ok", cap=16)
     assert not result.timed_out, result.stdout[-2000:]
     assert "Scraping http://example.com/benchloop-probe" in result.stdout
     text = "\n".join(result.denials)

@@ -9,18 +9,16 @@ cage stopped (``denials``), read from the kernel's own error messages.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from ..sandbox.runner import _kill_namespace
+from ..sandbox.runner import wait_caged
 from . import cage
 from .cage import HarnessNotInstalled, harness_prefix
 from .proxy import RecordingProxy, Rewrite, socket_dir
@@ -171,20 +169,8 @@ def _spawn(
             )
         os.close(info_write)
         info_write = -1
-        timed_out = False
-        try:
-            proc.wait(timeout=wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            # Killing the PID namespace's init takes every process of the program with it.
-            if _kill_namespace(info_read, proc.pid):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=10)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        # Killing the PID namespace's init takes every process of the program with it.
+        timed_out = wait_caged(proc, info_read, wall_s)
     finally:
         for fd in (info_read, info_write):
             if fd >= 0:

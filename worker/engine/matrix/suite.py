@@ -13,7 +13,7 @@ import json
 import math
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ...contract import TaskRecord
 from ..harnesses import is_program
@@ -110,6 +110,14 @@ def classify(
     return "wrong", "the hidden tests failed"
 
 
+class _Bounds(TypedDict):
+    """What bounds a harness run, the same for a program and for our loop."""
+
+    max_tokens_cap: int
+    timeout_s: float
+    api_key: str | None
+
+
 class MatrixSuite(Suite):
     """A matrix suite: the run's harness works on each task's workspace."""
 
@@ -128,30 +136,14 @@ class MatrixSuite(Suite):
             workspace = Path(tmp) / "workspace"
             workspace.mkdir()
             write_workspace(task["workspace"], workspace)
+            where = (htask, workspace, ctx.endpoint, ctx.model)
+            bounds = _Bounds(max_tokens_cap=cap, timeout_s=timeout_s, api_key=ctx.api_key)
             if is_program(name):
                 program = adapter(name, ctx.harness_variant)
-                result = runner.run_program(
-                    program,
-                    htask,
-                    workspace,
-                    ctx.endpoint,
-                    ctx.model,
-                    max_tokens_cap=cap,
-                    timeout_s=timeout_s,
-                    api_key=ctx.api_key,
-                )
+                result = runner.run_program(program, *where, **bounds)
                 failures = program.format_failures(result)
             else:
-                result, failures = baseline.run_loop(
-                    name,
-                    htask,
-                    workspace,
-                    ctx.endpoint,
-                    ctx.model,
-                    max_tokens_cap=cap,
-                    timeout_s=timeout_s,
-                    api_key=ctx.api_key,
-                )
+                result, failures = baseline.run_loop(name, *where, **bounds)
             score, passed, details = judge(task["validation"], workspace)
         overhead = Overhead.measure(result.requests, result.wall_ms, len(failures))
         failure, reason = classify(result, passed, failures)

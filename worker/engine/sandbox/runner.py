@@ -133,6 +133,27 @@ def _kill_namespace(info_fd: int, bwrap_pid: int) -> bool:
     return True
 
 
+def wait_caged(proc: subprocess.Popen, info_fd: int, wall_s: float) -> bool:
+    """Wait for the caged process up to ``wall_s``; on timeout kill its whole PID namespace.
+    Whether it timed out. Its process group is killed either way (the weak mode's children)."""
+    timed_out = False
+    try:
+        proc.wait(timeout=wall_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        if _kill_namespace(info_fd, proc.pid):
+            # bwrap exits once it has reaped the init, and the kernel lets the init go only
+            # after every other process in the namespace is gone.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return timed_out
+
+
 def _status(returncode: int, stderr: str, caged: bool, flooded: bool) -> str:
     if returncode == 0:
         return "ok"
@@ -184,22 +205,7 @@ def _spawn(cage: iso.Isolation, job: dict, files: dict, workdir: Path, wall_s: f
         if info_write >= 0:
             os.close(info_write)
             info_write = -1
-        timed_out = False
-        try:
-            proc.wait(timeout=wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            if _kill_namespace(info_read, proc.pid):
-                # bwrap exits once it has reaped the init, and the kernel lets the init go
-                # only after every other process in the namespace is gone.
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=10)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        # Anything left in the group (the weak mode's children) dies with it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        timed_out = wait_caged(proc, info_read, wall_s)
     finally:
         for fd in (info_read, info_write):
             if fd >= 0:

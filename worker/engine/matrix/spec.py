@@ -13,6 +13,12 @@ from typing import Protocol
 FAILURES = ("format", "sandbox", "wrong", "timeout", "harness_error", "endpoint_error")
 
 
+# What every harness program gets in its environment: no colours, no pager, no terminal tricks
+# (nobody reads its output live), and litellm's bundled model-cost map instead of a fetch.
+PLAIN_TERMINAL = {"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat"}
+LITELLM_OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
 @dataclass(frozen=True)
 class HarnessSpec:
     """A real harness program, pinned: what is installed and how it is started."""

@@ -26,7 +26,7 @@ import json
 import re
 
 from ..programs import PROGRAMS
-from ..spec import Endpoint, HarnessTask, Invocation, ProgramResult
+from ..spec import LITELLM_OFFLINE, PLAIN_TERMINAL, Endpoint, HarnessTask, Invocation, ProgramResult
 
 EDIT_FORMATS = ("whole", "diff")
 METADATA = ".aider.model.metadata.json"
@@ -111,13 +111,11 @@ class AiderAdapter:
         reflections = str(max(task.max_steps - 1, 0))
         argv = ["python", "-I", "-c", LAUNCHER, reflections, *self.argv(task, endpoint)]
         env = {
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm's bundled cost map, no fetch
+            **LITELLM_OFFLINE,
             "OPENAI_API_KEY": endpoint.api_key,
             "AIDER_EDIT_FORMAT": self.edit_format,  # the variant, readable in the record
             "COLUMNS": "160",
-            "TERM": "dumb",
-            "NO_COLOR": "1",
-            "PAGER": "cat",
+            **PLAIN_TERMINAL,
         }
         return Invocation(
             argv=argv,

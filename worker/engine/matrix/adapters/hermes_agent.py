@@ -24,7 +24,7 @@ import re
 import time
 
 from ..programs import PROGRAMS
-from ..spec import Endpoint, HarnessTask, Invocation, ProgramResult
+from ..spec import PLAIN_TERMINAL, Endpoint, HarnessTask, Invocation, ProgramResult
 
 CONFIG = ".hermes/config.yaml"  # JSON, which is YAML
 UPDATE_CHECK = ".hermes/.update_check"
@@ -95,9 +95,7 @@ class HermesAgent:
         env = {
             "OPENAI_API_KEY": endpoint.api_key,
             "HERMES_YOLO_MODE": "1",
-            "NO_COLOR": "1",
-            "TERM": "dumb",
-            "PAGER": "cat",
+            **PLAIN_TERMINAL,
         }
         return Invocation(
             argv=argv,

@@ -15,7 +15,7 @@ import json
 
 from ..cage import HOME
 from ..programs import PROGRAMS
-from ..spec import Endpoint, HarnessTask, Invocation, ProgramResult
+from ..spec import LITELLM_OFFLINE, PLAIN_TERMINAL, Endpoint, HarnessTask, Invocation, ProgramResult
 
 CONFIG = ".config/benchloop/mini-overrides.yaml"  # JSON, which is YAML
 TRAJECTORY = "mini.traj.json"
@@ -58,11 +58,9 @@ class MiniSweAgent:
             "MSWEA_COST_TRACKING": "ignore_errors",
             "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "2",
             "MSWEA_GLOBAL_CONFIG_DIR": f"{HOME}/.config/mini-swe-agent",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # never fetch the cost map
+            **LITELLM_OFFLINE,
             "OPENAI_API_KEY": endpoint.api_key,
-            "PAGER": "cat",
-            "TERM": "dumb",
-            "NO_COLOR": "1",
+            **PLAIN_TERMINAL,
         }
         return Invocation(
             argv=argv,

@@ -162,17 +162,20 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(tmp_path, in
     mark = uuid.uuid4().hex[:10]
     etc_escape = Path(f"/etc/benchloop-escape-{mark}")
     parent_escape = tmp_path / f"escape-{mark}.txt"  # the workspace's parent, on the host
-    command = (
+    network = (
         "curl -sS -m 5 http://example.com/ -o fetched.html; "
         "python3 -c \"import urllib.request; urllib.request.urlopen('http://example.com', "
-        f'timeout=5)"; echo x > {etc_escape}; echo x > inside.txt'
+        'timeout=5)"'
     )
+    # The /etc write in a call of its own: its one line of output is the evidence (in CI, once,
+    # it went missing from behind the traceback's output; why is not known).
     calls = [
-        ("terminal", {"command": command}),
+        ("terminal", {"command": network}),
+        ("terminal", {"command": f"echo x > {etc_escape}; echo x > inside.txt"}),
         ("write_file", {"path": f"../escape-{mark}.txt", "content": "x"}),
     ]
     workspace = _workspace(tmp_path)
-    task = HarnessTask("escape", "Fetch http://example.com and save it.", (), max_steps=3)
+    task = HarnessTask("escape", "Fetch http://example.com and save it.", (), max_steps=4)
     result = run_program(
         HERMES,
         task,
@@ -184,19 +187,19 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(tmp_path, in
         rewrite=_force_tool_calls(calls),
     )
     assert not result.timed_out, result.stderr[-2000:]
-    assert len(result.requests) == 3 and all(r.status == 200 for r in result.requests)
+    assert len(result.requests) == 4 and all(r.status == 200 for r in result.requests)
     assert HERMES.format_failures(result) == []  # both forced calls were real, valid calls
     assert (workspace / "inside.txt").read_text() == "x\n"  # the terminal call did run
     assert not (workspace / "fetched.html").exists()
     assert not etc_escape.exists() and not parent_escape.exists()
     outputs = _tool_results(result)
-    assert len(outputs) == 2
+    assert len(outputs) == 3
     text = "\n".join(result.denials)
     assert "network blocked:" in text and "Could not resolve host: example.com" in text
     assert "Temporary failure in name resolution" in text
-    assert "write outside the workspace blocked:" in text and str(etc_escape) in text
+    assert "write outside the workspace blocked:" in text and str(etc_escape) in text, outputs[1]
     # write_file to ../: the workspace is /workspace in the cage, so .. is its read-only root.
-    assert "Read-only file system" in outputs[1], outputs[1]
+    assert "Read-only file system" in outputs[2], outputs[2]
 
 
 def test_format_failures_are_hermes_own_words(tmp_path, installed, server):

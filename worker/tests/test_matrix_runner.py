@@ -141,7 +141,7 @@ attempt("tmp", lambda: write("/tmp/scratch.txt"))
 attempt("shm", lambda: write("/dev/shm/scratch"))
 for path in WRITES:
     attempt("write " + path, lambda path=path: write(path))
-for path in ("/work/main", "/work/notes", "/root/.cache", PROJECT_PATH):
+for path in HIDDEN:
     out["sees " + path] = os.path.exists(path)
 out["home_file"] = open(os.path.expanduser("~/probe/config.txt")).read()
 def connect(host, port):
@@ -161,7 +161,16 @@ def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, 
     _installed()
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    code = PROBE.replace("PROJECT_PATH", repr(str(PROJECT))).replace("WRITES", repr(WRITES))
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("x")
+    # Host paths the cage must not show: the project, a host file, another harness's install
+    # (a sibling of the one bound in), and ~/.cache unless the install itself lives there.
+    install = str(cage.install_dir(PythonProbe.spec))
+    hidden = ["/work/main", "/work/notes", str(PROJECT), str(secret)]
+    hidden += [str(cage.harness_prefix(PROGRAMS["aider"]))]
+    if not install.startswith(str(Path.home() / ".cache") + "/"):
+        hidden.append(str(Path.home() / ".cache"))
+    code = PROBE.replace("HIDDEN", repr(hidden)).replace("WRITES", repr(WRITES))
     code = code.replace("SERVER_PORT", str(llm_server.port))
     result = run_program(
         PythonProbe(code),
@@ -182,7 +191,7 @@ def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, 
     for path in WRITES:
         assert seen[f"write {path}"] == "failed"
         assert not os.path.exists(path)
-    for path in ("/work/main", "/work/notes", "/root/.cache", str(PROJECT)):
+    for path in hidden:
         assert seen[f"sees {path}"] is False, path
     assert seen["connect server port"] == seen["connect outside"] == seen["resolve"] == "failed"
     assert seen["models"]  # the endpoint, through the forwarder and the proxy

@@ -6,6 +6,7 @@ server takes a grammar), which makes each run's path through Aider certain.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -24,6 +25,8 @@ pytestmark = [
 ]
 CALC = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
+# Code outside the chat: Aider's repository map summarises it.
+SHAPES = "def rectangle_area(width, height):\n    return width * height\n"
 TASK = HarnessTask("calc", "Fix add() in calc.py so add(2, 3) == 5.", ("calc.py",), max_steps=2)
 
 
@@ -50,6 +53,7 @@ def _workspace(tmp_path: Path) -> Path:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "calc.py").write_text(CALC)
+    (workspace / "shapes.py").write_text(SHAPES)
     return workspace
 
 
@@ -67,8 +71,9 @@ def test_variants_and_their_switches():
     assert flags[flags.index("--model") + 1] == "openai/m"
     assert flags[flags.index("--edit-format") + 1] == "diff"
     assert flags[flags.index("--openai-api-base") + 1] == "http://127.0.0.1:8771/v1"
-    for switch in ("--no-git", "--no-check-update", "--no-analytics", "--no-detect-urls"):
+    for switch in ("--no-auto-commits", "--no-gitignore", "--no-analytics", "--no-detect-urls"):
         assert switch in flags
+    assert "--no-git" not in flags  # a git repository, so Aider builds its repository map
     assert flags[-1] == "calc.py" and flags[-2] == TASK.prompt
     assert inv.env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert "openai/m" in inv.home_files[".aider.model.metadata.json"]
@@ -103,7 +108,8 @@ def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, ll
     assert "Only 1 reflections allowed, stopping." in result.stdout
     assert (workspace / "calc.py").read_text() == CALC
     assert CHAT_HISTORY in result.home_files  # its files went to HOME, not the workspace
-    assert sorted(p.name for p in workspace.iterdir()) == ["calc.py"]
+    # The launcher's repository; the map's tag cache went to HOME.
+    assert sorted(p.name for p in workspace.iterdir()) == [".git", "calc.py", "shapes.py"]
     assert result.denials == []  # it tried nothing the cage had to stop
 
 
@@ -116,17 +122,67 @@ def test_whole_file_edit_lands_in_the_workspace(tmp_path, installed, llm_server,
     assert len(result.requests) == 1
     assert adapter("aider").format_failures(result) == []
     assert "Applied edit to calc.py" in result.stdout
+    # Aider ran in the launcher's repository (one commit of the task's files, the edit left
+    # uncommitted) and sent its map of the code outside the chat: shapes.py, by its signature.
+    assert "Git repo: .git with 2 files" in result.stdout
+    assert "Repo-map: using" in result.stdout
+    sent = "\n".join(str(m.get("content")) for m in result.transcript[0]["messages"])
+    assert "shapes.py" in sent and "def rectangle_area(width, height):" in sent
+    assert "return width * height" not in sent  # a summary, not the file
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=workspace, capture_output=True, text=True
+    )
+    assert status.stdout.strip() == "M calc.py"
+
+
+class _NoGit(AiderAdapter):
+    """The matrix's Aider outside a git repository (``--no-git``), where nothing of its own
+    keeps an edit inside the workspace: only the cage does."""
+
+    def invocation(self, task: HarnessTask, endpoint: Endpoint) -> Invocation:
+        inv = super().invocation(task, endpoint)
+        at = inv.argv.index("--message")
+        inv.argv[at:at] = ["--no-git"]
+        return inv
+
+
+def _escape_reply(mark: str) -> str:
+    return f"/etc/hostname\n```\nescaped\n```\n\n../escape-{mark}.py\n```\nx = 1\n```\n"
+
+
+def test_aider_in_its_repository_refuses_an_edit_outside_it(
+    tmp_path,
+    installed,
+    llm_server,  # noqa: F811
+    llm_model,  # noqa: F811
+):
+    """As the matrix runs it (a git repository), Aider itself refuses a path outside the repo:
+    a format failure in its own words, before the cage is reached."""
+    host_hostname = Path("/etc/hostname").read_bytes()
+    workspace = _workspace(tmp_path)
+    task = HarnessTask("escape", "Edit the files.", ("calc.py",), max_steps=1)
+    reply = _escape_reply(uuid.uuid4().hex[:8])
+    result = _forced(adapter("aider"), task, workspace, llm_server, reply, cap=64)
+    assert not result.timed_out, result.stdout[-2000:]
+    assert Path("/etc/hostname").read_bytes() == host_hostname
+    assert (workspace / "calc.py").read_text() == CALC
+    assert "'/etc/hostname' is not in the subpath of '/workspace'" in result.stdout
+    assert adapter("aider").format_failures(result) == [
+        f"{FAILED} '/etc/hostname' is not in the subpath of '/workspace' OR one path is "
+        "relative and the other is absolute."
+    ]
 
 
 def test_sandbox_stops_writes_outside_the_workspace(tmp_path, installed, llm_server, llm_model):  # noqa: F811
-    """Aider writes wherever an edit names: an existing file outside the workspace (the cage's
-    /etc/hostname) fails with the kernel's words; a new one (../) fails silently in Aider."""
+    """Without git Aider writes wherever an edit names: an existing file outside the workspace
+    (the cage's /etc/hostname) fails with the kernel's words; a new one (../) fails silently in
+    Aider."""
     mark = uuid.uuid4().hex[:8]
     host_hostname = Path("/etc/hostname").read_bytes()
-    reply = f"/etc/hostname\n```\nescaped\n```\n\n../escape-{mark}.py\n```\nx = 1\n```\n"
+    reply = _escape_reply(mark)
     workspace = _workspace(tmp_path)
     task = HarnessTask("escape", "Edit the files.", ("calc.py",), max_steps=1)
-    result = _forced(adapter("aider"), task, workspace, llm_server, reply, cap=64)
+    result = _forced(_NoGit(), task, workspace, llm_server, reply, cap=64)
     assert not result.timed_out, result.stdout[-2000:]
     assert Path("/etc/hostname").read_bytes() == host_hostname
     assert not (tmp_path / f"escape-{mark}.py").exists()

@@ -29,6 +29,18 @@ def test_the_matrix_profile_runs_the_three_suites_on_our_runner():
 
 
 @pytest.mark.parametrize("task", _tasks(), ids=lambda t: t["id"])
+def test_the_named_files_are_in_the_workspace_and_code_tasks_have_a_repository_around_them(
+    task: dict,
+):
+    named = task.get("config", {}).get("files") or list(task["workspace"])
+    assert set(named) <= set(task["workspace"])
+    if "judge_file" in task["validation"]:
+        assert task["validation"]["judge_file"] in named
+        # Code the named files do not cover: what Aider's repository map summarises.
+        assert any(p.endswith(".py") and p not in named for p in task["workspace"])
+
+
+@pytest.mark.parametrize("task", _tasks(), ids=lambda t: t["id"])
 def test_the_start_fails_and_the_solution_passes(task: dict, tmp_path: Path):
     start = tmp_path / "start"
     write_workspace(task["workspace"], start)

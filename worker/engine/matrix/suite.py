@@ -126,7 +126,7 @@ class MatrixSuite(Suite):
         htask = HarnessTask(
             task_id=task["id"],
             prompt=task["messages"][-1]["content"],
-            files=tuple(task["workspace"]),
+            files=tuple(config.get("files") or task["workspace"]),
             max_steps=int(config.get("max_steps", 6)),
         )
         cap = int(config.get("max_tokens", 256))

@@ -4,9 +4,12 @@ The edit format is the matrix's setting for Aider: ``AiderAdapter(edit_format=..
 ``variants`` (``aider:whole``, ``aider:diff``: ``adapter("aider", "diff")``). Plain ``aider`` is
 ``whole``, what Aider picks for a model it has no settings for; ``diff`` is SEARCH/REPLACE blocks.
 
-Aider works without git here (``--no-git``): the workspace is a plain folder, edits are written
-in place, nothing is committed, and there is no repository map (Aider builds one only from a git
-repo's tracked files).
+Aider runs in a git repository, as its users run it: the launcher makes the workspace one (one
+commit of the task's files) before Aider starts, so Aider builds its repository map (tree-sitter
+summaries of the tracked files not in the chat, sent with every request: part of its prompt cost)
+from what the task holds beyond its named files. Edits are written in place and never committed
+(``--no-auto-commits``, ``--no-dirty-commits``), ``.gitignore`` is left alone, and the map's tag
+cache goes to HOME, so the workspace holds only the task's files, their edits and ``.git``.
 
 Everything Aider would fetch or start on its own is switched off: the PyPI update check, the
 analytics (PostHog), the release notes, the browser GUI, URL scraping and the Playwright install
@@ -16,8 +19,8 @@ needed). Token counting needs no network: for an unknown ``openai/<model>`` lite
 tiktoken's cl100k_base, whose BPE file litellm ships and points ``TIKTOKEN_CACHE_DIR`` at.
 
 Aider has no flag for its reflection limit (3: after a malformed edit it sends the error back and
-asks again); a two-line launcher sets ``Coder.max_reflections`` to ``max_steps - 1`` and then
-calls Aider's own ``main``, so one task makes at most ``max_steps`` edit requests.
+asks again); the launcher sets ``Coder.max_reflections`` to ``max_steps - 1`` and then calls
+Aider's own ``main``, so one task makes at most ``max_steps`` edit requests.
 """
 
 from __future__ import annotations
@@ -38,12 +41,19 @@ CONTEXT_TOKENS = 8192  # what Aider is told of the window: it only warns and siz
 # takes minutes to read Aider's 2-3K-token prompt.
 STARTUP_S, STEP_S = 120.0, 300.0
 
-# Runs in the cage with the install's own interpreter: the reflection limit, then Aider's main.
-# "~/" in arguments is expanded here (Aider does not expand its history file paths).
+# Runs in the cage with the install's own interpreter: the workspace made a git repository, the
+# reflection limit and the tag cache's place, then Aider's main. "~/" in arguments is expanded
+# here (Aider does not expand its history file paths).
 LAUNCHER = (
-    "import os, sys\n"
+    "import os, subprocess, sys\n"
+    "git = ['git', '-c', 'user.name=benchloop', '-c', 'user.email=benchloop@localhost',"
+    " '-c', 'init.defaultBranch=main', '-c', 'commit.gpgsign=false']\n"
+    "for step in (['init', '-q'], ['add', '-A'], ['commit', '-q', '--no-verify', '-m', 'task']):\n"
+    "    subprocess.run(git + step, check=True, stdout=subprocess.DEVNULL)\n"
     "from aider.coders.base_coder import Coder\n"
+    "from aider.repomap import RepoMap\n"
     "Coder.max_reflections = int(sys.argv[1])\n"
+    "RepoMap.TAGS_CACHE_DIR = os.path.expanduser('~/' + RepoMap.TAGS_CACHE_DIR)\n"
     "sys.argv = ['aider'] + [os.path.expanduser(a) if a.startswith('~/') else a"
     " for a in sys.argv[2:]]\n"
     "from aider.main import main\n"
@@ -86,7 +96,7 @@ class AiderAdapter:
         args = ["--model", self.model_name(endpoint), "--edit-format", self.edit_format]
         args += ["--openai-api-base", endpoint.base_url, "--openai-api-key", endpoint.api_key]
         args += ["--model-metadata-file", f"~/{METADATA}", "--no-show-model-warnings"]
-        args += ["--no-git", "--no-auto-commits", "--no-dirty-commits", "--yes-always"]
+        args += ["--no-auto-commits", "--no-dirty-commits", "--no-gitignore", "--yes-always"]
         args += ["--no-check-update", "--no-show-release-notes", "--no-analytics"]
         args += ["--no-gui", "--no-detect-urls", "--disable-playwright"]
         args += ["--no-pretty", "--no-fancy-input", "--no-notifications"]

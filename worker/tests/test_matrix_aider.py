@@ -125,6 +125,7 @@ def test_whole_file_edit_lands_in_the_workspace(tmp_path, installed, llm_server,
     # Aider ran in the launcher's repository (one commit of the task's files, the edit left
     # uncommitted) and sent its map of the code outside the chat: shapes.py, by its signature.
     assert "Git repo: .git with 2 files" in result.stdout
+    assert "Update git name" not in result.stdout  # the repository has its own identity
     assert "Repo-map: using" in result.stdout
     sent = "\n".join(str(m.get("content")) for m in result.transcript[0]["messages"])
     assert "shapes.py" in sent and "def rectangle_area(width, height):" in sent

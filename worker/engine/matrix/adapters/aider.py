@@ -46,10 +46,10 @@ STARTUP_S, STEP_S = 120.0, 300.0
 # here (Aider does not expand its history file paths).
 LAUNCHER = (
     "import os, subprocess, sys\n"
-    "git = ['git', '-c', 'user.name=benchloop', '-c', 'user.email=benchloop@localhost',"
-    " '-c', 'init.defaultBranch=main', '-c', 'commit.gpgsign=false']\n"
-    "for step in (['init', '-q'], ['add', '-A'], ['commit', '-q', '--no-verify', '-m', 'task']):\n"
-    "    subprocess.run(git + step, check=True, stdout=subprocess.DEVNULL)\n"
+    "for step in (['init', '-q', '-b', 'main'], ['config', 'user.name', 'benchloop'],"
+    " ['config', 'user.email', 'benchloop@localhost'], ['config', 'commit.gpgsign', 'false'],"
+    " ['add', '-A'], ['commit', '-q', '--no-verify', '-m', 'task']):\n"
+    "    subprocess.run(['git', *step], check=True, stdout=subprocess.DEVNULL)\n"
     "from aider.coders.base_coder import Coder\n"
     "from aider.repomap import RepoMap\n"
     "Coder.max_reflections = int(sys.argv[1])\n"

@@ -136,14 +136,17 @@ def test_whole_file_edit_lands_in_the_workspace(tmp_path, installed, llm_server,
     assert status.stdout.strip() == "M calc.py"
 
 
-class _NoGit(AiderAdapter):
-    """The matrix's Aider outside a git repository (``--no-git``), where nothing of its own
-    keeps an edit inside the workspace: only the cage does."""
+class _WithFlags(AiderAdapter):
+    """The matrix's Aider with a few more of Aider's own flags (the later of two wins)."""
+
+    def __init__(self, *flags: str) -> None:
+        super().__init__()
+        self.flags = list(flags)
 
     def invocation(self, task: HarnessTask, endpoint: Endpoint) -> Invocation:
         inv = super().invocation(task, endpoint)
         at = inv.argv.index("--message")
-        inv.argv[at:at] = ["--no-git"]
+        inv.argv[at:at] = self.flags
         return inv
 
 
@@ -183,7 +186,8 @@ def test_sandbox_stops_writes_outside_the_workspace(tmp_path, installed, llm_ser
     reply = _escape_reply(mark)
     workspace = _workspace(tmp_path)
     task = HarnessTask("escape", "Edit the files.", ("calc.py",), max_steps=1)
-    result = _forced(_NoGit(), task, workspace, llm_server, reply, cap=64)
+    # Outside a git repository nothing of Aider's own keeps an edit in the workspace: only the cage.
+    result = _forced(_WithFlags("--no-git"), task, workspace, llm_server, reply, cap=64)
     assert not result.timed_out, result.stdout[-2000:]
     assert Path("/etc/hostname").read_bytes() == host_hostname
     assert not (tmp_path / f"escape-{mark}.py").exists()
@@ -216,21 +220,12 @@ def test_sandbox_model_shell_commands_are_refused_by_aider(
     assert result.denials == []
 
 
-class _DetectUrls(AiderAdapter):
-    """The matrix's Aider with URL scraping switched back on (Aider's own default)."""
-
-    def invocation(self, task: HarnessTask, endpoint: Endpoint) -> Invocation:
-        inv = super().invocation(task, endpoint)
-        at = inv.argv.index("--message")
-        inv.argv[at:at] = ["--detect-urls"]  # the later of --no-detect-urls/--detect-urls wins
-        return inv
-
-
 def test_sandbox_stops_aiders_own_web_scraper(tmp_path, installed, llm_server, llm_model):  # noqa: F811
     task = HarnessTask(
         "net", "Read http://example.com/benchloop-probe and fix calc.py.", ("calc.py",), 1
     )
-    result = _forced(_DetectUrls(), task, _workspace(tmp_path), llm_server, "ok", cap=16)
+    scraping = _WithFlags("--detect-urls")  # URL scraping back on (Aider's own default)
+    result = _forced(scraping, task, _workspace(tmp_path), llm_server, "ok", cap=16)
     assert not result.timed_out, result.stdout[-2000:]
     assert "Scraping http://example.com/benchloop-probe" in result.stdout
     text = "\n".join(result.denials)

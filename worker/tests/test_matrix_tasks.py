@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from worker.engine.matrix.spec import Overhead, ProgramResult, RequestRecord, summarize
-from worker.engine.matrix.suite import MatrixSuite, classify, judge, write_workspace
+from worker.engine.matrix.suite import (
+    MatrixSuite,
+    classify,
+    judge,
+    named_files,
+    write_workspace,
+)
 from worker.engine.suites import available_suites, load_profiles
 
 # A right answer per task, as files that replace or join the workspace's.
@@ -32,7 +38,7 @@ def test_the_matrix_profile_runs_the_three_suites_on_our_runner():
 def test_the_named_files_are_in_the_workspace_and_code_tasks_have_a_repository_around_them(
     task: dict,
 ):
-    named = task.get("config", {}).get("files") or list(task["workspace"])
+    named = named_files(task)
     assert set(named) <= set(task["workspace"])
     if "judge_file" in task["validation"]:
         assert task["validation"]["judge_file"] in named

@@ -34,6 +34,11 @@ def matrix_suites() -> tuple[str, ...]:
     return tuple(load_profiles()["profiles"][MATRIX_PROFILE]["suites"])
 
 
+def named_files(task: dict) -> tuple[str, ...]:
+    """The files a matrix task names (``config.files``), else its whole workspace."""
+    return tuple(task.get("config", {}).get("files") or task["workspace"])
+
+
 def write_workspace(files: dict[str, str], root: Path) -> None:
     """The task's files under ``root`` (paths are checked by the suite schema)."""
     for name, text in files.items():
@@ -126,7 +131,7 @@ class MatrixSuite(Suite):
         htask = HarnessTask(
             task_id=task["id"],
             prompt=task["messages"][-1]["content"],
-            files=tuple(config.get("files") or task["workspace"]),
+            files=named_files(task),
             max_steps=int(config.get("max_steps", 6)),
         )
         cap = int(config.get("max_tokens", 256))

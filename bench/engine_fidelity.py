@@ -11,6 +11,7 @@ ours the client's share of TTFT (worker.engine.metrics.ttft_split).
 
     .venv/bin/python bench/engine_fidelity.py                      # starts its own SmolLM2 server
     .venv/bin/python bench/engine_fidelity.py --rounds 3 --runs 3 --out /tmp/fidelity.json
+    .venv/bin/python bench/engine_fidelity.py --threads 1     # leave the client a core
 
 llama-benchy 0.4.0 runs from its own virtualenv (--benchy-venv; `pip install llama-benchy==0.4.0
 gguf==0.19.0` there): its tokenizer is rebuilt from the GGUF (bench/gguf_tokenizer.py) and its
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> dict:
     if not url:
         # The GGUF's own chat template, as a llama-server user gets it (its system prompt is a
         # cached prefix: the error issue 17 found).
-        server = start_server(n_ctx=4096, tools_template=False)
+        server = start_server(n_ctx=4096, threads=args.threads, tools_template=False)
         url = server.base_url
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -196,7 +197,13 @@ def run(args: argparse.Namespace) -> dict:
         "machine": f"{platform.node()} ({os.cpu_count()} CPUs), load {os.getloadavg()[0]:.1f}",
         "server": "xllamacpp (llama.cpp) SmolLM2-135M-Instruct Q4_1, its own chat template",
         "llama_benchy": version,
-        "settings": {"rounds": args.rounds, "runs": args.runs, "tg": args.tg, "pp": args.pp},
+        "settings": {
+            "rounds": args.rounds,
+            "runs": args.runs,
+            "tg": args.tg,
+            "pp": args.pp,
+            "server_threads": None if args.url else args.threads,
+        },
         "summary": _summary(results),
         "notes": notes,
         "requests": results,
@@ -230,6 +237,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tg", type=int, default=64)
     parser.add_argument("--pp", type=int, nargs="+", default=[128, 512, 2048])
+    parser.add_argument(
+        "--threads", type=int, default=2, help="the started server's compute threads"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     report = run(args)

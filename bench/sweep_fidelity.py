@@ -3,7 +3,8 @@
     python bench/sweep_fidelity.py [--rounds 2] [--depths 0,1024,2048] [--concurrency 1,2,4]
                                    [--pp 128] [--tg 32] [--runs 3] [--out FILE.json]
 
-One server (SmolLM2-135M, 4 slots of 4096 tokens, the GGUF's own chat template) serves both tools.
+One server (SmolLM2-135M, 4 slots in one unified KV buffer of 16,384 tokens, as llama-server sets
+up when it picks the slot count itself; the GGUF's own chat template) serves both tools.
 Each round measures every cell with both tools back to back, who goes first alternating from cell
 to cell and round to round; llama-benchy's depth cells use ``--enable-prefix-caching`` (a
 context-load request, then the measured one), as ours do. llama-benchy runs from its own venv
@@ -324,6 +325,10 @@ def main() -> None:
         parallel=args.slots,
         tools_template=False,
         log_dir=work,
+        # With the slots' KV apart, two streams on slots with ids that are not consecutive
+        # decode in turn, at half speed, so a cell's figure would depend on which slots the
+        # server chose (bench/README.md, "Issue 17: sweeps").
+        kv_unified=True,
     )
     ours: dict[str, list] = {"depth": [], "concurrency": []}
     theirs: dict[str, list] = {"depth": [], "concurrency": []}

@@ -81,6 +81,7 @@ def serve(
     reasoning_format: str | None = None,
     chat_template: str | None = None,
     parallel: int = 1,
+    kv_unified: bool = False,
 ) -> None:
     """Run the server in this process until it is killed."""
     import xllamacpp  # imported here so the module can be imported without the wheel
@@ -94,6 +95,10 @@ def serve(
     params.n_ctx = n_ctx
     # Slots share n_ctx: each of `parallel` slots holds n_ctx / parallel tokens.
     params.n_parallel = parallel
+    # One KV buffer for all slots, as llama-server gives when it picks the slot count itself.
+    # Apart (the -np default), a batch holds only slots with consecutive ids, so two streams on
+    # slots 1 and 3 decode in turn, at half speed (bench/README.md, "Issue 17: sweeps").
+    params.kv_unified = kv_unified
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.endpoint_metrics = True
@@ -171,6 +176,7 @@ def start_server(
     reasoning_format: str | None = None,
     chat_template_file: Path | None = None,
     parallel: int = 1,
+    kv_unified: bool = False,
 ) -> ServerHandle:
     """Spawn a launcher process and wait until ``/health`` answers 200."""
     port = port or free_port()
@@ -178,6 +184,8 @@ def start_server(
     log_path = log_dir / f"xllama-{port}.log"
     cmd = [sys.executable, "-m", "worker.engine.testing.xllama_launcher", "--port", str(port)]
     cmd += ["--ctx", str(n_ctx), "--threads", str(threads), "--parallel", str(parallel)]
+    if kv_unified:
+        cmd.append("--kv-unified")
     if api_key:
         cmd += ["--api-key", api_key]
     if not tools_template:
@@ -218,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=1, help="server slots (-np)")
+    parser.add_argument("--kv-unified", action="store_true", help="one KV buffer for all slots")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--plain-template", action="store_true", help="use the model's template")
     parser.add_argument("--grammar-file", type=Path, help="a GBNF grammar for every answer")
@@ -238,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         reasoning_format=args.reasoning_format,
         chat_template=args.chat_template_file.read_text() if args.chat_template_file else None,
         parallel=args.parallel,
+        kv_unified=args.kv_unified,
     )
 
 

@@ -32,7 +32,7 @@ USER_AGENT = f"benchloop/{__version__}"
 
 # Errors raised by httpx when a pooled keep-alive connection was closed by the server just as we
 # reused it. llama.cpp drops idle connections after about 5 s, so this race is routine.
-_STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 _CONTEXT_PATTERNS = re.compile(
     r"exceed_context|exceeds the available context|context length|context size|maximum context"
@@ -103,7 +103,7 @@ def map_transport_error(exc: httpx.HTTPError, *, during_stream: bool = False) ->
         return EndpointUnreachable(f"could not connect to the endpoint ({_short(exc)})")
     if isinstance(exc, httpx.TimeoutException):
         return RequestTimeout(f"the endpoint stopped answering ({type(exc).__name__})")
-    if during_stream or isinstance(exc, _STALE_CONNECTION_ERRORS):
+    if during_stream or isinstance(exc, STALE_CONNECTION_ERRORS):
         return StreamInterrupted(f"connection dropped: {_short(exc)}")
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
         return ProtocolError(f"bad endpoint URL: {_short(exc)}")
@@ -278,7 +278,7 @@ class Transport:
             try:
                 response = self.client.send(request, stream=True)
                 t_headers = time.perf_counter()
-            except _STALE_CONNECTION_ERRORS as exc:
+            except STALE_CONNECTION_ERRORS as exc:
                 if attempt == 0:
                     self.reconnects += 1
                     continue

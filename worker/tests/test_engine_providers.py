@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 
 import pytest
@@ -21,6 +19,7 @@ from worker.engine.providers import ChatRequest, OpenAIProvider
 from worker.engine.providers.base import split_think
 from worker.engine.testing.xllama_launcher import free_port
 from worker.engine.transport import Transport, normalize_base_url
+from worker.tests.race_server import race_server
 
 WEATHER_TOOL = {
     "type": "function",
@@ -181,43 +180,8 @@ def test_an_idle_connection_closed_by_llama_cpp_is_reused_transparently(provider
     assert provider.chat_stream(request).completion_tokens == 2
 
 
-def _race_server() -> tuple[socket.socket, list[int]]:
-    """A raw HTTP server that answers once, then closes the kept-alive socket on the next
-    request without replying: the race a pooled client hits with llama.cpp's idle timeout."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    connections: list[int] = []
-    body = b'{"data": [{"id": "m"}]}'
-    reply = (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            connections.append(1)
-            with conn:
-                served = 0
-                while True:
-                    data = conn.recv(65536)
-                    if not data:
-                        break
-                    if served == 1 and len(connections) == 1:
-                        break  # drop the first connection on its second request
-                    conn.sendall(reply)
-                    served += 1
-
-    threading.Thread(target=serve, daemon=True).start()
-    return listener, connections
-
-
 def test_a_keep_alive_connection_dropped_mid_reuse_is_retried_once():
-    listener, connections = _race_server()
+    listener, connections = race_server()
     try:
         port = listener.getsockname()[1]
         with Transport(f"http://127.0.0.1:{port}", timeout=5) as transport:

@@ -21,6 +21,7 @@ from worker.engine.matrix.runner import find_denials, run_program
 from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, ProgramResult
 from worker.engine.matrix.testing import log_offset, wait_for_server_log
 from worker.tests.llm_server import llm_model, llm_server, llm_url, require_harness  # noqa: F401
+from worker.tests.race_server import race_server
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -119,6 +120,25 @@ def test_proxy_answers_502_when_the_upstream_is_down():
     assert "upstream failed" in reply.json()["error"]["message"]
     (record,) = proxy.records
     assert record.status == 502 and "ConnectError" in record.error
+
+
+def test_proxy_resends_once_when_the_upstream_closed_its_kept_alive_connection():
+    """llama.cpp closes a connection after each streamed answer: the proxy's next request on it
+    finds it closed before any answer came, and goes again on a new one instead of a 502."""
+    listener, connections = race_server()
+    try:
+        upstream = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+        with RecordingProxy(upstream) as proxy:
+            replies = [
+                httpx.post(f"{proxy.tcp_url}/chat/completions", json=body, timeout=30)
+                for _ in range(2)
+            ]
+        assert [r.status_code for r in replies] == [200, 200]
+        assert [r.status for r in proxy.records] == [200, 200]
+        assert len(connections) == 2  # the first connection, dropped, and the one it resent on
+    finally:
+        listener.close()
 
 
 WRITES = ("/usr/x-benchloop", "/etc/x-benchloop", "/root/x-benchloop", "/x-benchloop", "/dev/x-bl")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from ..transport import STALE_CONNECTION_ERRORS
 from .spec import RequestRecord
 
 MODEL_PATHS = ("/v1/chat/completions", "/v1/completions")
@@ -383,7 +384,12 @@ class RecordingProxy:
         request = self._client.build_request(
             handler.command, self.upstream + path, headers=headers, content=body
         )
-        response = self._client.send(request, stream=True)
+        try:
+            response = self._client.send(request, stream=True)
+        except STALE_CONNECTION_ERRORS:
+            # A kept-alive connection the upstream had closed (llama.cpp closes one after each
+            # streamed answer): no byte of an answer came, so sending again repeats nothing.
+            response = self._client.send(request, stream=True)
         try:
             streaming = "text/event-stream" in response.headers.get("content-type", "")
             data = b"" if streaming else response.read()

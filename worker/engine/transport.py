@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-import httpcore
 import httpx
 
 from . import __version__
@@ -116,107 +114,13 @@ def _short(exc: BaseException) -> str:
     return re.sub(r"https?://\S+", "<endpoint>", text)[:200]
 
 
-# The clock readings of the request this thread is sending (Transport._send sets it).
-_WRITE_MARKS: ContextVar[dict[str, float] | None] = ContextVar("write_marks", default=None)
-
-
-class _OneWriteStream(httpcore.NetworkStream):
-    """A connection that holds a request's writes and sends them in one call when the client
-    starts reading the answer.
-
-    httpcore writes a request's headers and its body separately. The first write wakes the
-    server, which on a machine whose cores it fills can take this thread's CPU before the body
-    is out, and then waits for the body: one write wakes it once, with the whole request.
-    The request counts as written when the call was issued plus the CPU time it took. The wait
-    after it, until this thread runs again, is the server handling the request on this CPU,
-    not the client's time (bench/README.md, "Where the client's share of TTFT goes").
-    """
-
-    def __init__(self, inner: httpcore.NetworkStream):
-        self.inner = inner
-        self._held: list[bytes] = []
-        self._timeout: float | None = None
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._held.append(buffer)
-        self._timeout = timeout
-
-    def flush(self) -> None:
-        if not self._held:
-            return
-        data, self._held = b"".join(self._held), []
-        started, cpu = time.perf_counter(), time.thread_time()
-        self.inner.write(data, self._timeout)
-        marks = _WRITE_MARKS.get()
-        if marks is not None:
-            marks["written"] = started + (time.thread_time() - cpu)
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self.flush()
-        return self.inner.read(max_bytes, timeout)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def start_tls(self, *args, **kwargs) -> httpcore.NetworkStream:
-        self.flush()
-        return _OneWriteStream(self.inner.start_tls(*args, **kwargs))
-
-    def get_extra_info(self, info: str) -> object:
-        return self.inner.get_extra_info(info)
-
-
-class _OneWriteBackend(httpcore.NetworkBackend):
-    """httpcore's own sockets, each wrapped in a _OneWriteStream."""
-
-    def __init__(self, inner: httpcore.NetworkBackend):
-        self.inner = inner
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable | None = None,
-    ) -> httpcore.NetworkStream:
-        stream = self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        return _OneWriteStream(stream)
-
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable | None = None
-    ) -> httpcore.NetworkStream:
-        return _OneWriteStream(self.inner.connect_unix_socket(path, timeout, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self.inner.sleep(seconds)
-
-
-def send_in_one_write(client: httpx.Client) -> bool:
-    """Make the client's own connections send each request in one write; False if it could not.
-
-    httpx has no option for the network layer, so this wraps the backend of the connection
-    pool it built for the client (its proxies' transports, if the environment sets any, keep
-    two writes). test_engine_transport.py fails if a new httpx or httpcore moves these; where
-    they are missing, requests go out in two writes and the written mark is httpcore's own.
-    """
-    pool = getattr(getattr(client, "_transport", None), "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if not isinstance(backend, httpcore.NetworkBackend):
-        return False
-    if not isinstance(backend, _OneWriteBackend):
-        pool._network_backend = _OneWriteBackend(backend)  # type: ignore[union-attr]
-    return True
-
-
 @dataclass
 class Sent:
     """A response whose headers arrived, with perf_counter readings of the (final) attempt.
 
-    ``t_sent`` is when the client began sending, ``t_written`` when the request was fully
-    written (_OneWriteStream) and ``t_headers`` when the response headers were in.
-    ``new_connection`` says whether this attempt had to open a TCP connection (a cost the
-    client pays inside TTFT).
+    ``t_sent`` is when the client began sending, ``t_written`` when the request body was fully
+    written and ``t_headers`` when the response headers were in. ``new_connection`` says whether
+    this attempt had to open a TCP connection (a cost the client pays inside TTFT).
     """
 
     response: httpx.Response
@@ -244,7 +148,6 @@ class Transport:
             headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
         self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=self.timeout)
-        self.one_write = send_in_one_write(self.client)
         self.reconnects = 0
         # Set once a streamed request had to open a new connection after an earlier stream: the
         # server closes streams' connections (llama.cpp does), so later streams warm one first.
@@ -273,7 +176,6 @@ class Transport:
                 marks.setdefault(name, time.perf_counter())
 
             request.extensions = {**request.extensions, "trace": trace}
-            token = _WRITE_MARKS.set(marks)
             t_sent = time.perf_counter()
             try:
                 response = self.client.send(request, stream=True)
@@ -285,13 +187,11 @@ class Transport:
                 raise map_transport_error(exc) from exc
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc) from exc
-            finally:
-                _WRITE_MARKS.reset(token)
             return Sent(
                 response=response,
                 t_sent=t_sent,
                 retried=attempt > 0,
-                t_written=marks.get("written", marks.get("http11.send_request_body.complete")),
+                t_written=marks.get("http11.send_request_body.complete"),
                 t_headers=t_headers,
                 new_connection="connection.connect_tcp.complete" in marks,
             )

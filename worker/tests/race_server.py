@@ -29,7 +29,10 @@ def race_server() -> tuple[socket.socket, list[int]]:
             with conn:
                 served = 0
                 while True:
-                    data = conn.recv(65536)
+                    try:
+                        data = conn.recv(65536)
+                    except OSError:  # the client reset the connection
+                        break
                     if not data:
                         break
                     if served == 1 and len(connections) == 1:

@@ -90,7 +90,6 @@ def measure(url: str, pp_sizes: list[int], runs: int, tg: int) -> dict[str, list
         for pp in pp_sizes:
             task = {"speed": {"prompt_tokens": pp, "instruction": instruction}}
             words = suite._filler_words(task, ctx)
-            t_call = time.perf_counter()
             response = provider.chat_stream(
                 ChatRequest(
                     messages=speed_messages(new_nonce(), instruction, words),
@@ -116,7 +115,6 @@ def measure(url: str, pp_sizes: list[int], runs: int, tg: int) -> dict[str, list
                     "prompt_ms": prompt_ms,
                     "delivery_ms": first_byte - (t.headers_ms or 0.0) - prompt_ms,
                     "parse_ms": (t.first_token_ms or 0.0) - first_byte,
-                    "call_to_start_ms": (timing.marks["start"] - t_call) * 1000,
                     "new_connection": t.new_connection,
                 }
             )

@@ -93,11 +93,11 @@ def serve(
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.n_ctx = n_ctx
-    # Slots share n_ctx: each of `parallel` slots holds n_ctx / parallel tokens.
-    params.n_parallel = parallel
-    # One KV buffer for all slots, as llama-server gives when it picks the slot count itself.
-    # Apart (the -np default), a batch holds only slots with consecutive ids, so two streams on
+    # Slots share n_ctx: apart, each of `parallel` slots holds n_ctx / parallel tokens; unified
+    # (one KV buffer, as llama-server gives when it picks the slot count itself), any slot may
+    # use all of it. Apart, a batch holds only slots with consecutive ids, so two streams on
     # slots 1 and 3 decode in turn, at half speed (bench/README.md, "Issue 17: sweeps").
+    params.n_parallel = parallel
     params.kv_unified = kv_unified
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.engine.testing.xllama_launcher import model_path  # noqa: E402
+from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS, model_path  # noqa: E402
 from worker.managed import start_server  # noqa: E402
 
 
@@ -68,8 +68,7 @@ def main() -> int:
         alias="smollm2-135m",
         context_length=args.ctx,
         threads=2,
-        # These CPUs crash in llama.cpp's AMX repacking (shared/llm/README.md).
-        extra_flags=["--no-repack"],
+        extra_flags=NATIVE_SERVER_FLAGS,
     )
     home = Path(tempfile.mkdtemp(prefix="benchloop-profile-"))
     command = [

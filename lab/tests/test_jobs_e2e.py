@@ -10,6 +10,7 @@ from lab.models import BenchmarkJob, JobEvent, WorkerHost
 from lab.tests.lab import approve, finished, queue_over_http, smollm_gguf, start_worker, wait_for
 from runs.models import Run
 from runs.services import refresh_stack_stats
+from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 SMOKE_SAMPLE = ["speed-p128-short", "tc-01", "rm-01"]
@@ -86,7 +87,7 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
             model_path=smollm_gguf(),
             context_length=2048,
             threads=2,
-            launch_flags=["--no-repack"],
+            launch_flags=NATIVE_SERVER_FLAGS,
         )
         job = wait_for(lambda: finished(job_id), 240, "the managed job to finish")
         assert job.status == "succeeded", (job.error, worker.log()[-3000:])

@@ -62,7 +62,12 @@ _BOOL_FLAGS = {
     "jinja": ("--jinja",),
     "kv_unified": ("-kvu", "--kv-unified"),
     "no_op_offload": ("--no-op-offload",),
+    # Weight repacking changes the CPU kernels a matrix product runs, so it changes speed.
+    "no_repack": ("-nr", "--no-repack"),
 }
+# Their negations, where llama-server's default depends on other settings (a unified KV buffer
+# is the default when the slot count is automatic, and splits concurrency figures otherwise).
+_NEGATED_FLAGS = {"kv_unified": ("-no-kvu", "--no-kv-unified")}
 _FLASH = ("-fa", "--flash-attn")
 _CTX = ("-c", "--ctx-size")
 _CTK, _CTV = ("-ctk", "--cache-type-k"), ("-ctv", "--cache-type-v")
@@ -71,6 +76,7 @@ _MODEL = ("-m", "--model")
 _FLASH_VALUES = {"on", "off", "auto", "1", "0", "true", "false"}
 _BY_FLAG = {flag: name for name, flags in _VALUE_FLAGS.items() for flag in flags}
 _BOOL_BY_FLAG = {flag: name for name, flags in _BOOL_FLAGS.items() for flag in flags}
+_NEGATED_BY_FLAG = {flag: name for name, flags in _NEGATED_FLAGS.items() for flag in flags}
 # Ollama reads these from its environment; a server process we may read tells us them.
 _OLLAMA_ENV = {
     "OLLAMA_KV_CACHE_TYPE": "kv_cache_type",
@@ -169,6 +175,9 @@ def parse_llama_args(argv: list[str]) -> dict:
             continue
         if flag in _BOOL_BY_FLAG:
             settings[_BOOL_BY_FLAG[flag]] = True
+            continue
+        if flag in _NEGATED_BY_FLAG:
+            settings[_NEGATED_BY_FLAG[flag]] = False
             continue
         if flag not in valued:
             continue

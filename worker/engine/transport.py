@@ -153,6 +153,7 @@ class Transport:
         # server closes streams' connections (llama.cpp does), so later streams warm one first.
         self.warm_before_streams = False
         self._streamed = False
+        self._readied = False
 
     def close(self) -> None:
         self.client.close()
@@ -208,6 +209,17 @@ class Transport:
         with suppress(EngineError):
             self.request("GET", path, check=False, timeout=10.0)
 
+    def ready_for_stream(self, warm_path: str) -> None:
+        """Open the connection the next stream will use, now, outside its clock.
+
+        A round of concurrent streams calls this before its barrier, so each stream's prompt
+        leaves at the barrier on an open connection: warming after it would send them a round
+        trip apart, and a stream not yet seen to need warming would connect inside its TTFT.
+        """
+        if not self._readied:  # outside the clock, so whatever the server does with connections
+            self.warm(warm_path)
+            self._readied = True
+
     def request(
         self,
         method: str,
@@ -252,9 +264,10 @@ class Transport:
         With ``warm_path``, a server seen closing streamed connections gets a cheap request on
         that path first, so the timed request starts on an open connection.
         """
-        if warm_path and self.warm_before_streams:
+        if warm_path and self.warm_before_streams and not self._readied:
             self.warm(warm_path)
         request = self.client.build_request(method, path, json=json)
+        self._readied = False
         sent = self._send(request)
         if warm_path and self._streamed and sent.new_connection:
             self.warm_before_streams = True

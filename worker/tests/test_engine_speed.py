@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -73,7 +74,8 @@ def test_prefill_counts_only_the_tokens_the_server_evaluated(provider):
 def test_ttft_splits_into_the_servers_share_and_the_clients(provider):
     _stream(provider, speed_messages(new_nonce(), INSTRUCTION, 20), max_tokens=2)
     m = request_metrics(_stream(provider, speed_messages(new_nonce(), INSTRUCTION, 60)))
-    assert m["ttft_split_source"] == "llama.cpp timings + response headers"
+    # On a loaded machine the headers may be read after the prompt began: said so, and capped.
+    assert m["ttft_split_source"].startswith("llama.cpp timings + response headers")
     assert m["ttft_server_prompt_ms"] == m["server"]["prompt_ms"]
     assert m["ttft_server_setup_ms"] >= 0
     assert m["ttft_server_ms"] == pytest.approx(
@@ -82,7 +84,7 @@ def test_ttft_splits_into_the_servers_share_and_the_clients(provider):
     assert m["ttft_server_ms"] + m["ttft_client_ms"] == pytest.approx(m["ttft_ms"], abs=0.01)
     # The client's share is milliseconds, not the prompt's hundreds (wide bounds: a loaded
     # 2-core machine; bench/engine_fidelity.py measures it properly).
-    assert -20 < m["ttft_client_ms"] < 50
+    assert m["timings"]["written_ms"] - 0.01 <= m["ttft_client_ms"] < 50
 
 
 @pytest.mark.llm
@@ -98,6 +100,31 @@ def test_timed_streams_start_on_an_open_connection(provider):
         assert not timed.timing.new_connection
         assert not timed.timing.retried
         assert 0 <= timed.timing.written_ms < timed.timing.headers_ms
+
+
+@pytest.mark.llm
+def test_a_stream_readied_before_a_barrier_sends_its_prompt_without_warming_again(provider):
+    """A concurrency round readies every stream before its barrier: the warm-up request goes
+    then, and the prompt, sent after the barrier, is the stream's only request."""
+    seen: list[tuple[str, float]] = []
+    hooks = provider.transport.client.event_hooks["request"]
+    hooks.append(lambda request: seen.append((request.method, time.perf_counter())))
+    for _ in range(2):
+        provider.ready()
+        provider.ready()  # a second call warms nothing more
+        barrier = time.perf_counter()
+        timed = _stream(provider, speed_messages(new_nonce(), INSTRUCTION, 10), max_tokens=2)
+        assert [method for method, _ in seen] == ["GET", "POST"]
+        assert seen[0][1] < barrier < seen[1][1]
+        assert not timed.timing.new_connection and not timed.timing.retried
+        seen.clear()
+    # Not readied: the first such stream finds llama.cpp closed the last one's connection, and
+    # from then on each stream warms one itself, inside the request but before its clock.
+    unready = _stream(provider, speed_messages(new_nonce(), INSTRUCTION, 10), max_tokens=2)
+    assert [method for method, _ in seen] == ["POST"] and unready.timing.new_connection
+    seen.clear()
+    _stream(provider, speed_messages(new_nonce(), INSTRUCTION, 10), max_tokens=2)
+    assert [method for method, _ in seen] == ["GET", "POST"]
 
 
 @pytest.mark.llm

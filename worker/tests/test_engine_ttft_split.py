@@ -59,6 +59,25 @@ def test_ttft_split_adds_up_and_names_its_source():
     }
 
 
+def test_headers_read_after_the_prompt_began_never_make_the_client_s_share_negative():
+    # 600 ms TTFT, 580 ms of prompt: headers at 45 ms would mean 44.8 ms of setup before a prompt
+    # that then ran past the first token. The setup is what the clocks leave room for.
+    server = ServerTimings("llama.cpp", prompt_n=100, prompt_ms=580.0)
+    split = ttft_split(_timing(first=600.0, headers=45.0, written=0.2), server)
+    assert split == {
+        "ttft_server_setup_ms": 19.8,
+        "ttft_server_prompt_ms": 580.0,
+        "ttft_server_ms": 599.8,
+        "ttft_client_ms": 0.2,
+        "ttft_split_source": "llama.cpp timings + response headers"
+        " (headers after the prompt began)",
+    }
+    # A prompt the server says took longer than TTFT leaves no room at all: no setup.
+    longer = ServerTimings("llama.cpp", prompt_ms=610.0)
+    late = ttft_split(_timing(first=600.0, headers=10.0), longer)
+    assert late["ttft_server_setup_ms"] == 0.0 and late["ttft_client_ms"] == -10.0
+
+
 def test_ollama_split_counts_its_load_time_as_the_servers():
     # Ollama answers headers with the first chunk, so setup is not separable: it stays in the
     # client's share and the source says only the durations were used.

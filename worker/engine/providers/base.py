@@ -145,6 +145,9 @@ class Provider(Protocol):
         self, request: ChatRequest, on_chunk: ChunkCallback | None = None
     ) -> ChatResponse: ...
 
+    def ready(self) -> None:
+        """Open what the next timed stream needs, outside its clock (a sweep round's barrier)."""
+
     def close(self) -> None: ...
 
 

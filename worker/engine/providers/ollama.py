@@ -21,6 +21,8 @@ from .base import (
 )
 
 _NS_PER_MS = 1_000_000
+# A cheap request that leaves a kept-alive connection open before a timed stream.
+WARM_PATH = "/api/version"
 
 
 class OllamaProvider:
@@ -36,6 +38,9 @@ class OllamaProvider:
 
     def close(self) -> None:
         self.transport.close()
+
+    def ready(self) -> None:
+        self.transport.ready_for_stream(WARM_PATH)
 
     def list_models(self) -> list[str]:
         response = self.transport.request("GET", "/api/tags")
@@ -98,7 +103,7 @@ class OllamaProvider:
             "/api/chat",
             json=self._body(request, stream=True),
             model=self.model,
-            warm_path="/api/version",
+            warm_path=WARM_PATH,
         ) as sent:
             t_sent = timing.start(sent)
             try:

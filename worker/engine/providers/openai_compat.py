@@ -39,6 +39,9 @@ class OpenAIProvider:
     def close(self) -> None:
         self.transport.close()
 
+    def ready(self) -> None:
+        self.transport.ready_for_stream(WARM_PATH)
+
     def list_models(self) -> list[str]:
         response = self.transport.request("GET", "/v1/models")
         try:

@@ -391,6 +391,7 @@ def _round(
             temperature=0.0,
             ignore_eos=True,
         )
+        providers[stream].ready()  # any warm-up request now, so every prompt leaves together
         barrier.wait()
         sent = time.perf_counter() - origin
         base = {

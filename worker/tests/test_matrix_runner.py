@@ -141,6 +141,32 @@ def test_proxy_resends_once_when_the_upstream_closed_its_kept_alive_connection()
         listener.close()
 
 
+class _SlowToRecord(RecordingProxy):
+    """Holds each relay after the answer went out: its record comes later than the client's
+    last byte, as when a loaded machine leaves the relay's thread waiting for a CPU."""
+
+    def _forward(self, *args, **kwargs) -> None:
+        super()._forward(*args, **kwargs)
+        time.sleep(0.5)
+
+
+def test_closing_the_proxy_waits_for_the_relay_to_record_its_request():
+    """CI once saw our loop's only request missing from the records ("the harness made no model
+    request"): the loop had its answer and read the records before the relay wrote them."""
+    listener, _ = race_server()
+    try:
+        upstream = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+        with _SlowToRecord(upstream) as proxy:
+            reply = httpx.post(f"{proxy.tcp_url}/chat/completions", json=body, timeout=30)
+            assert reply.status_code == 200
+            closing = time.perf_counter()
+        assert [r.status for r in proxy.records] == [200]
+        assert 0.3 < time.perf_counter() - closing < 5
+    finally:
+        listener.close()
+
+
 WRITES = ("/usr/x-benchloop", "/etc/x-benchloop", "/root/x-benchloop", "/x-benchloop", "/dev/x-bl")
 PROBE = """
 import json, os, socket, sys, urllib.request

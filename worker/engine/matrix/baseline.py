@@ -148,7 +148,7 @@ def run_loop(
         finally:
             malformed = getattr(provider, "malformed", 0)
             provider.close()
-        records = list(proxy.records)
+    records = proxy.records  # after close(), which waits for every relay to record its request
     failures += [f"{malformed} tagged tool call(s) could not be parsed"] if malformed else []
     wall_ms = (time.perf_counter() - started) * 1000
     result = ProgramResult(

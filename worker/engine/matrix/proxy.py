@@ -201,6 +201,11 @@ class RecordingProxy:
             timeout=httpx.Timeout(read_timeout_s, connect=10.0), follow_redirects=False
         )
         self._lock = threading.Lock()
+        # Relays in progress: close() waits for them, so a record is never read before the
+        # relay that makes it has finished (a client can read the last byte of an answer
+        # before the relay's thread records it).
+        self._idle = threading.Condition(self._lock)
+        self._active = 0
         self._records: list[RequestRecord] = []
         self._transcript: deque[dict] = deque(maxlen=TRANSCRIPT_BODIES)
         self._other: list[tuple[str, str, int]] = []
@@ -229,10 +234,13 @@ class RecordingProxy:
         self._t0 = time.monotonic()
         return self
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 10.0) -> None:
+        """Stop listening, then wait up to ``drain_s`` for the relays in progress to record."""
         for server in self._servers:
             server.shutdown()
             server.server_close()
+        with self._idle:
+            self._idle.wait_for(lambda: self._active == 0, timeout=drain_s)
         for thread in self._threads:
             thread.join(timeout=5)
         self._servers, self._threads = [], []
@@ -320,6 +328,16 @@ class RecordingProxy:
         return handler.rfile.read(length) if length else b""
 
     def _relay(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self._active += 1
+        try:
+            self._relay_one(handler)
+        finally:
+            with self._idle:
+                self._active -= 1
+                self._idle.notify_all()
+
+    def _relay_one(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         path = handler.path
         bare = path.split("?", 1)[0].rstrip("/")
         is_model = handler.command == "POST" and bare in MODEL_PATHS

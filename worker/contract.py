@@ -73,7 +73,8 @@ class TaskRecord(TypedDict):
     task_id: str
     suite: str
     passed: bool
-    score: float
+    # None for a measured-only suite's tasks (speed_sweep): measured, never scored.
+    score: float | None
     latency_ms: float
     tokens_generated: int
     tokens_prompt: int
@@ -88,7 +89,7 @@ class TaskRecord(TypedDict):
 class SuiteRecord(TypedDict):
     suite: str
     version: str
-    score: float
+    score: float | None  # None for a measured-only suite
     task_count: int
     pass_count: int
     fail_count: int
@@ -421,7 +422,7 @@ class TaskCompleted(TypedDict):
     type: Literal["task_completed"]
     suite: str
     task_id: str
-    score: float
+    score: float | None
     passed: bool
     latency_ms: float
     error: str
@@ -433,7 +434,7 @@ class TaskCompleted(TypedDict):
 class SuiteCompleted(TypedDict):
     type: Literal["suite_completed"]
     suite: str
-    score: float
+    score: float | None
     pass_count: int
     task_count: int
 

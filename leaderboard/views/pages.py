@@ -39,6 +39,7 @@ from runs.names import imported_label
 from submissions.access import can_see_private
 from submissions.models import Status
 from worker.engine.redact import redact_command, redact_text
+from worker.engine.scoring import MEASURED_ONLY
 
 RUNS_PER_PAGE = 25
 RUN_SORT_LABELS = [("date", "newest"), ("overall", "overall"), ("decode", "decode tok/s")]
@@ -314,8 +315,11 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         )
     )
     for suite in suites:
+        suite.measured_only = suite.suite in MEASURED_ONLY
         for task in suite.tasks.all():
             task.notes = public.verifier_notes(task.metadata)
+            if suite.measured_only:
+                task.cell_status = public.cell_status(task.metadata)
     context_lane = None
     counted = lane_rules.counts({"score_scale": run.score_scale, "comparable": run.comparable})
     if run.hardware_class_id and counted:

@@ -15,7 +15,7 @@ from runs.importers.records import (
     TaskRecord,
 )
 from worker.engine.comparability import reasons_for_bundle
-from worker.engine.scoring import is_speed_only
+from worker.engine.scoring import MEASURED_ONLY, is_speed_only
 from worker.engine.stats import MIN_MEDIAN_N, summarize
 
 MAX_OUTPUT = 20_000
@@ -226,8 +226,10 @@ def _apply_contention(record: RunRecord, node: Node) -> None:
 def _suite(name: str, suite: Node) -> SuiteRecord:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise suite.fail(f"suite name {name[:40]!r} is not a plain identifier")
+    # A measured-only suite (the sweeps) has no score, whatever an older CLI wrote there.
+    scored = name not in MEASURED_ONLY
     tasks = (
-        [_task(task) for task in suite.get("tasks", required=False).list()]
+        [_task(task, scored) for task in suite.get("tasks", required=False).list()]
         if suite.has("tasks")
         else []
     )
@@ -237,7 +239,7 @@ def _suite(name: str, suite: Node) -> SuiteRecord:
         raise suite.get("pass_count").fail(f"{pass_count} passes out of {task_count} tasks")
     return SuiteRecord(
         suite=name,
-        score=suite.get("score").score(),
+        score=suite.get("score").score() if scored else None,
         task_count=task_count,
         pass_count=pass_count,
         fail_count=suite.get("fail_count", required=False).int() or task_count - pass_count,
@@ -246,12 +248,12 @@ def _suite(name: str, suite: Node) -> SuiteRecord:
     )
 
 
-def _task(task: Node) -> TaskRecord:
+def _task(task: Node, scored: bool = True) -> TaskRecord:
     metadata = task.get("metadata", required=False)
     record = TaskRecord(
         task_id=task.get("task_id").str(),
         passed=bool(task.get("passed", required=False).bool()),
-        score=task.get("score", required=False).score(),
+        score=task.get("score", required=False).score() if scored else None,
         latency_ms=task.get("latency_ms", required=False).num(minimum=0),
         tokens_generated=task.get("tokens_generated", required=False).int(),
         tokens_prompt=task.get("tokens_prompt", required=False).int(),

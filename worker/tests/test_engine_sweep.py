@@ -188,6 +188,10 @@ def test_the_bundle_validates_and_the_sweep_changes_no_score(sweep_run) -> None:
         None,
     )
     assert bundle["speed_score"] == 0.0
+    # Measured, never scored: the suite and its cells carry no score (not a 100 for "ran").
+    sweep = bundle["suites"]["speed_sweep"]
+    assert sweep["score"] is None
+    assert {t["score"] for t in sweep["tasks"]} == {None}
     assert bundle["comparability"]["reasons"] == [
         "--depths 0,512,8192 --concurrency 1,2,4 --sweep-prompt-tokens 64 "
         "--sweep-output-tokens 24 changes the sweep's cells"

@@ -197,6 +197,6 @@ class Suite:
         """What the suite record's metadata adds from its task records (the matrix's overhead)."""
         return {}
 
-    def score(self, records: list[TaskRecord]) -> float:
+    def score(self, records: list[TaskRecord]) -> float | None:
         """Suite score: the mean task score."""
-        return round(sum(r["score"] for r in records) / len(records), 2) if records else 0.0
+        return round(sum(r["score"] or 0.0 for r in records) / len(records), 2) if records else 0.0

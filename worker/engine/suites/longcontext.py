@@ -118,10 +118,10 @@ class LongContextSuite(Suite):
             record["execution_ok"] = True
         return record
 
-    def score(self, records: list[TaskRecord]) -> float:
+    def score(self, records: list[TaskRecord]) -> float | None:
         """Mean over the tasks that were not skipped."""
         ran = [r for r in records if not r.get("metadata", {}).get("skipped")]
-        return round(sum(r["score"] for r in ran) / len(ran), 2) if ran else 0.0
+        return round(sum(r["score"] or 0.0 for r in ran) / len(ran), 2) if ran else 0.0
 
 
 _CODE = re.compile(r"\b[A-Z]{2}-\d{4}-[A-Z]\b")

@@ -157,6 +157,10 @@ class SweepSuite(Suite):
         per_word = ctx.suite_metadata["calibration"]["tokens_per_word"]
         return max(0, round(tokens / per_word))
 
+    def score(self, records: list[TaskRecord]) -> float | None:
+        """None: the sweep measures speed; it has no score, and adds to none."""
+        return None
+
     def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         if task["sweep"]["kind"] == "depth":
             return self._depth(task, ctx)
@@ -309,7 +313,7 @@ class SweepSuite(Suite):
             self.name,
             # A cell the server's context cannot hold is capped by design, not a failure.
             passed=status != "failed",
-            score=0.0 if status == "failed" else 100.0,
+            score=None,  # measured, never scored (scoring.MEASURED_ONLY)
             latency_ms=_median([t.get("e2e_ms") for t in good]) or 0.0,
             tokens_generated=int(_median([t.get("completion_tokens") for t in good]) or 0),
             tokens_prompt=int(_median([t.get("prompt_tokens") for t in good]) or 0),

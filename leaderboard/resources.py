@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from leaderboard.payload import body, number, reason, text
+from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
 
 LOAD_SOURCES = {
     "managed": "the lab started the server: launch to its health check",
@@ -72,3 +73,19 @@ def resources_view(raw: Any) -> dict:
     if isinstance(cold, dict):
         view["cold"] = _cold(cold)
     return view
+
+
+def reasoning_view(raw: Any) -> dict | None:
+    """What the run page's "Reasoning" section shows (the CLI prints the same summary), with
+    the thinking's share of the output tokens for its bar; None for a run that never reasoned."""
+    summary = reasoning_summary(body(raw))
+    if summary is None:
+        return None
+    total = summary["reasoning_tokens"] + summary["answer_tokens"]
+    share = 100.0 * summary["reasoning_tokens"] / total if total else None
+    return {
+        **summary,
+        "budget_said": BUDGET_SOURCES.get(summary["budget_source"], "automatic: none"),
+        "thinking_share": share,
+        "answer_share": 100.0 - share if share is not None else None,
+    }

@@ -16,6 +16,7 @@ from worker.engine.redact import REDACTED, redact_command, redact_text
 __all__ = [
     "NOTE_FIELDS",
     "cell_status",
+    "reasoning_tokens",
     "REDACTED",
     "public_launch_settings",
     "public_settings",
@@ -91,3 +92,11 @@ def cell_status(metadata: dict) -> str | None:
     cell = (metadata or {}).get("cell") if isinstance(metadata, dict) else None
     status = cell.get("status") if isinstance(cell, dict) else None
     return status if status in _CELL_STATUSES else None
+
+
+def reasoning_tokens(metadata: dict) -> int | None:
+    """A task's thinking tokens (counted apart from its answer), when it had any."""
+    value = (metadata or {}).get("reasoning_tokens") if isinstance(metadata, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 10**9:
+        return None
+    return value

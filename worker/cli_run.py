@@ -18,6 +18,7 @@ from worker.cli_format import (
     table,
     versions,
 )
+from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
 from worker.engine.scoring import SPEED_SUITES
 
 # The run summary's columns: (key in speed_summary, header, unit).
@@ -189,55 +190,30 @@ def _scores(bundle: Mapping[str, Any]) -> Table:
     return grid
 
 
-def _median(values: list[float]) -> float | None:
-    values = sorted(values)
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
-
-
 def reasoning_lines(bundle: Mapping[str, Any]) -> list[str]:
     """The run's thinking budget, reasoning/answer token split and time to the first answer
     token next to TTFT (quality tasks), when the run saw any reasoning or set a budget."""
-    settings = bundle.get("settings") or {}
-    tasks = [
-        t
-        for name, suite in bundle["suites"].items()
-        if name != "speed"
-        for t in suite.get("tasks") or []
-    ]
-    metas = [t.get("metadata") or {} for t in tasks]
-    reasoning = sum(m.get("reasoning_tokens") or 0 for m in metas)
-    budget = settings.get("thinking_budget") or 0
-    if not reasoning and not budget:
+    summary = reasoning_summary(dict(bundle))
+    if summary is None:
         return []
-    source = {"detected": "the warm-up answer reasoned", "option": "--thinking-budget"}.get(
-        settings.get("thinking_budget_source", ""), "none set"
-    )
-    lines = [f"thinking budget: {budget} tokens per task ({source})"]
-    if reasoning:
-        answer = sum(m.get("answer_tokens") or 0 for m in metas)
-        sources = sorted(
-            {str(m.get("reasoning_token_source")) for m in metas if m.get("reasoning_tokens")}
-        )
-        counted = f"{len(tasks)} quality task" + ("" if len(tasks) == 1 else "s")
+    source = BUDGET_SOURCES.get(summary["budget_source"], "none set")
+    lines = [f"thinking budget: {summary['budget']} tokens per task ({source})"]
+    tasks = summary["tasks"]
+    counted = f"{tasks} quality task" + ("" if tasks == 1 else "s")
+    if summary["reasoning_tokens"]:
         lines.append(
-            f"reasoning: {reasoning} tokens, answers: {answer} tokens over {counted} "
-            f"(counted by {', '.join(sources)})"
+            f"reasoning: {summary['reasoning_tokens']} tokens, answers: "
+            f"{summary['answer_tokens']} tokens over {counted} "
+            f"(counted by {', '.join(summary['token_sources'])})"
         )
-    ttft = _median([m["ttft_ms"] for m in metas if isinstance(m.get("ttft_ms"), int | float)])
-    first = _median(
-        [m["ttft_answer_ms"] for m in metas if isinstance(m.get("ttft_answer_ms"), int | float)]
-    )
+    ttft, first = summary["ttft_ms"], summary["ttft_answer_ms"]
     if ttft is not None:
         answer_at = "none came" if first is None else fmt_unit(first, "ms") + " ms after sending"
-        ttft_text = fmt_unit(ttft, "ms")
-        lines.append(f"first answer token: {answer_at} (TTFT {ttft_text} ms), medians")
-    cut = sum(1 for m in metas if m.get("truncated_in_reasoning"))
-    if cut:
+        lines.append(f"first answer token: {answer_at} (TTFT {fmt_unit(ttft, 'ms')} ms), medians")
+    if summary["truncated_in_reasoning"]:
         lines.append(
-            f"{cut} of {len(tasks)} tasks cut off while still thinking: raise --thinking-budget"
+            f"{summary['truncated_in_reasoning']} of {tasks} tasks cut off while still thinking: "
+            "raise --thinking-budget"
         )
     return lines
 

@@ -27,6 +27,7 @@ from leaderboard import charts, exports, matrix, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
 from runs.models import HardwareClass, HardwareKind, Run, ScoreScale, Stack
+from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 
 NEWEST_DAYS = 90
 THEME_COOKIE = "theme"
@@ -401,7 +402,9 @@ def feed(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/methodology.html")
+    # The engine's own limits, so the page never states others.
+    limits = {"thinking_budget": DEFAULT_THINKING_BUDGET, "ceiling": MAX_TOKENS_CEILING}
+    return render(request, "leaderboard/methodology.html", {"limits": limits})
 
 
 @require_safe

@@ -17,7 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from leaderboard import cache as board_cache
 from leaderboard import charts, matrix, queries, summaries, sweeps
 from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
-from leaderboard.resources import resources_view
+from leaderboard.resources import reasoning_view, resources_view
 from leaderboard.templatetags.lanes import ci_text
 from leaderboard.views.board import HtmxHttpRequest, scatter_for
 from runs import lane_rows as lane_rules
@@ -318,6 +318,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         suite.measured_only = suite.suite in MEASURED_ONLY
         for task in suite.tasks.all():
             task.notes = public.verifier_notes(task.metadata)
+            task.reasoning_tokens = public.reasoning_tokens(task.metadata)
             if suite.measured_only:
                 task.cell_status = public.cell_status(task.metadata)
     context_lane = None
@@ -341,6 +342,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "private": private,
         "command": redact_command(run.command_used),
         "resources": resources_view(run.raw_payload),
+        "reasoning": reasoning_view(run.raw_payload),
         "sweeps": sweeps.run_sweeps(run.raw_payload),
         "context_lane": context_lane,
         "unlisted": not run.published,

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .providers.base import ChatResponse
+from .scoring import SPEED_SUITES
+from .stats import percentile
 
 # No request asks for more output than this, whatever --max-tokens and --thinking-budget say.
 MAX_TOKENS_CEILING = 32768
@@ -128,4 +130,71 @@ def reasoning_metrics(response: ChatResponse) -> dict[str, Any]:
         **token_split(response),
         "ttft_answer_ms": None if first_answer is None else round(first_answer, 3),
         "truncated_in_reasoning": truncated_in_reasoning(response),
+    }
+
+
+BUDGET_SOURCES = {"detected": "the warm-up answer reasoned", "option": "--thinking-budget"}
+_MAX_COUNT = 10**9
+
+
+def _count(value: Any) -> int | None:
+    """A token count from a bundle that may be an old or hostile one: a whole number, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return None
+    return int(value) if 0 <= value <= _MAX_COUNT and value == int(value) else None
+
+
+def _ms(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value < 1e9 else None  # also drops NaN
+
+
+def _object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _median(values: list[float]) -> float | None:
+    return percentile(sorted(values), 0.5) if values else None
+
+
+def reasoning_summary(bundle: Any) -> dict[str, Any] | None:
+    """The run's reasoning over its quality tasks: the thinking budget and its source, the
+    reasoning and answer tokens, the median time to the first answer token beside the median
+    TTFT, and the tasks cut off while thinking. None when the run saw no reasoning and set no
+    budget. Reads every value by its type: the site passes stored payloads of any age."""
+    if not isinstance(bundle, dict):
+        return None
+    settings = _object(bundle.get("settings"))
+    metas = [
+        task["metadata"]
+        for name, suite in _object(bundle.get("suites")).items()
+        if name not in SPEED_SUITES
+        for task in _list(_object(suite).get("tasks"))
+        if isinstance(task, dict)
+        and isinstance(task.get("metadata"), dict)
+        and "reasoning_tokens" in task["metadata"]
+    ]
+    reasoning = sum(_count(m.get("reasoning_tokens")) or 0 for m in metas)
+    budget = _count(settings.get("thinking_budget")) or 0
+    if not reasoning and not budget:
+        return None
+    source = settings.get("thinking_budget_source")
+    sources = {m.get("reasoning_token_source") for m in metas if _count(m.get("reasoning_tokens"))}
+    firsts = [v for v in (_ms(m.get("ttft_answer_ms")) for m in metas) if v is not None]
+    return {
+        "budget": budget,
+        "budget_source": source if source in BUDGET_SOURCES else "none",
+        "tasks": len(metas),
+        "reasoning_tokens": reasoning,
+        "answer_tokens": sum(_count(m.get("answer_tokens")) or 0 for m in metas),
+        "token_sources": sorted(s for s in sources if s in ("server", "stream", "estimated")),
+        "ttft_ms": _median([v for v in (_ms(m.get("ttft_ms")) for m in metas) if v is not None]),
+        "ttft_answer_ms": _median(firsts),
+        "answered": len(firsts),
+        "truncated_in_reasoning": sum(1 for m in metas if m.get("truncated_in_reasoning") is True),
     }

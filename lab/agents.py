@@ -90,6 +90,7 @@ def job_spec(job: BenchmarkJob) -> JobSpec:
         "harness": job.harness,
         "harness_variant": job.harness_variant,
         "max_tokens": job.max_tokens,
+        "thinking_budget": job.thinking_budget,
     }
 
 

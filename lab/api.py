@@ -21,6 +21,7 @@ from runs import bounds, limits
 from runs.models import SuiteResult, TaskResult
 from submissions.permissions import scope_required
 from worker.engine.harnesses import HARNESSES, canonical
+from worker.engine.reasoning import MAX_TOKENS_CEILING
 from worker.engine.redact import redact_text
 
 
@@ -51,6 +52,7 @@ class JobOutput(serializers.ModelSerializer):
             "suites",
             "tasks",
             "trials",
+            "thinking_budget",
             "target",
             "attempts",
             "host",
@@ -134,7 +136,8 @@ class JobInput(serializers.ModelSerializer):
             "context_length": {"min_value": 256, "max_value": 10_000_000},
             "threads": {"min_value": 1, "max_value": 512},
             "trials": {"min_value": 1, "max_value": 50},
-            "max_tokens": {"min_value": 1, "max_value": 32768},
+            "max_tokens": {"min_value": 1, "max_value": MAX_TOKENS_CEILING},
+            "thinking_budget": {"min_value": 0, "max_value": MAX_TOKENS_CEILING},
             "priority": {"min_value": 0, "max_value": 9},
         }
 

@@ -6,6 +6,7 @@ from django import forms
 
 from lab.models import PROFILES, BenchmarkJob, NotificationSettings
 from runs.matrix import BASELINE, FORMAT_NAMES, MATRIX_SUITES, PROGRAM_NAMES
+from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 
 # Grouped, so a prompt format is never taken for the program of a similar name.
 HARNESS_CHOICES = [
@@ -50,7 +51,15 @@ class JobForm(forms.ModelForm):
         ),
         (
             "What to run",
-            ["profile", "suites_text", "trials", "harness", "harness_variant", "max_tokens"],
+            [
+                "profile",
+                "suites_text",
+                "trials",
+                "harness",
+                "harness_variant",
+                "max_tokens",
+                "thinking_budget",
+            ],
         ),
     ]
 
@@ -71,6 +80,7 @@ class JobForm(forms.ModelForm):
             "harness",
             "harness_variant",
             "max_tokens",
+            "thinking_budget",
             "pool",
             "priority",
         ]
@@ -89,6 +99,7 @@ class JobForm(forms.ModelForm):
             "harness": "Harness",
             "harness_variant": "Harness variant",
             "max_tokens": "Answer token limit",
+            "thinking_budget": "Thinking budget",
             "pool": "Pool",
             "priority": "Priority",
         }
@@ -108,9 +119,15 @@ class JobForm(forms.ModelForm):
             + " (the matrix profile).",
             "harness_variant": "Only for an agent program: e.g. one of Aider's edit formats. "
             "Empty: the program's default.",
-            "max_tokens": "Sets every quality task's answer limit, up or down (at most 32768; "
-            "speed tasks are only lowered); the run is then not comparable. A model that "
-            "reasons gets its thinking budget on top automatically.",
+            "max_tokens": "Sets every quality task's answer limit, up or down (at most "
+            f"{MAX_TOKENS_CEILING}; speed tasks are only lowered); the run is then not "
+            "comparable. Without a thinking budget it is the whole limit: a model that "
+            "reasons gets no automatic budget on top.",
+            "thinking_budget": "Tokens each quality task may spend thinking, on top of its "
+            f"answer limit (0 to {MAX_TOKENS_CEILING}). Empty: automatic, "
+            f"{DEFAULT_THINKING_BUDGET} for a model whose warm-up answer reasoned (0 with an "
+            "answer token limit), else 0. A budget other than the automatic one makes the "
+            "run not comparable.",
         }
         widgets = {
             "target": forms.RadioSelect,
@@ -118,6 +135,8 @@ class JobForm(forms.ModelForm):
             "profile": forms.Select(choices=PROFILES),
             "harness": forms.Select(choices=HARNESS_CHOICES),
             "pool": forms.Select,
+            # The model's validator refuses more; this lets the browser say so first.
+            "thinking_budget": forms.NumberInput(attrs={"max": MAX_TOKENS_CEILING}),
         }
 
     def __init__(

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -15,6 +15,7 @@ from django.utils import timezone
 from runs.matrix import MATRIX_SUITES, is_program
 from submissions.models import SecretKey
 from worker.engine.harnesses import HARNESSES
+from worker.engine.reasoning import MAX_TOKENS_CEILING
 from worker.engine.suites import load_profiles
 
 # What a job may ask for; the form, the API and full_clean all read these (one rule).
@@ -198,8 +199,24 @@ class BenchmarkJob(models.Model):
     harness_variant = models.CharField(
         max_length=40, blank=True, help_text="an agent program's variant, e.g. Aider's edit format"
     )
+    # `benchloop run --max-tokens`: the engine refuses 0 and more than its ceiling, so the form
+    # and full_clean do too, rather than a worker failing the job later. (No database check:
+    # the form once let such values through, and those jobs' rows stay as they were.)
     max_tokens = models.PositiveIntegerField(
-        null=True, blank=True, help_text="cap every reply (quick checks only)"
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(1, "At least 1 token."),
+            MaxValueValidator(MAX_TOKENS_CEILING, "At most %(limit_value)s tokens."),
+        ],
+        help_text="every quality task's answer limit; empty: each task's own",
+    )
+    # `benchloop run --thinking-budget`: None is the engine's automatic budget.
+    thinking_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MAX_TOKENS_CEILING, "At most %(limit_value)s tokens.")],
+        help_text="tokens each quality task may think; empty: automatic",
     )
     pool = models.CharField(max_length=64, validators=[pool_name], default="cpu")
     priority = models.PositiveSmallIntegerField(default=5, help_text="0 (low) to 9 (high)")
@@ -244,6 +261,10 @@ class BenchmarkJob(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(priority__lte=9), name="job_priority_0_9"),
+            models.CheckConstraint(
+                condition=Q(thinking_budget__lte=MAX_TOKENS_CEILING),
+                name="job_thinking_budget_ceiling",
+            ),
             models.CheckConstraint(
                 condition=Q(target="endpoint", endpoint_url__gt="")
                 | Q(target="managed", model_path__gt=""),

@@ -13,6 +13,7 @@ from lab import agents, services
 from lab.models import BenchmarkJob, HostKey, JobEvent
 from runs.models import Run
 from submissions.tests.conftest import post_json
+from worker.agent import jobs
 
 pytestmark = pytest.mark.django_db
 AGENT = "/api/v1/lab/agent/"
@@ -104,6 +105,30 @@ def test_an_unapproved_host_claims_nothing(operator, lab_hosts) -> None:
     answer = _post(f"jobs/{job.pk}/claim", {}, key)
     assert answer.status_code == 403 and answer.json()["error"]["code"] == "not_approved"
     assert BenchmarkJob.objects.get(pk=job.pk).status == "queued"
+
+
+@pytest.mark.parametrize("budget", [None, 0, 512])
+def test_the_claimed_jobs_thinking_budget_is_the_engines_run_config(
+    budget, operator, lab_hosts, tmp_path
+) -> None:
+    key = _key("lab-cpu")
+    assert _post("register", {"pools": ["cpu"]}, key).status_code == 200
+    job = services.queue_job(requested_by=operator, **JOB, thinking_budget=budget)
+    spec = _post(f"jobs/{job.pk}/claim", {}, key).json()
+    assert spec["thinking_budget"] == budget
+    config = jobs._config(spec, JOB["endpoint_url"], None, tmp_path)
+    assert (config.thinking_budget, config.max_tokens) == (budget, None)
+
+
+def test_a_spec_from_an_older_site_without_a_thinking_budget_runs_on_the_automatic_one(
+    claimed, tmp_path
+) -> None:
+    job, key = claimed
+    BenchmarkJob.objects.filter(pk=job.pk).update(thinking_budget=512)
+    spec = agents.job_spec(BenchmarkJob.objects.get(pk=job.pk))
+    assert spec.pop("thinking_budget") == 512
+    config = jobs._config(spec, JOB["endpoint_url"], None, tmp_path)
+    assert config.thinking_budget is None and config.model == JOB["model"]
 
 
 def test_a_host_reports_only_on_the_jobs_it_claimed(claimed) -> None:

@@ -35,6 +35,7 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
             profile="smoke",
             tasks=SMOKE_SAMPLE,
             max_tokens=48,
+            thinking_budget=16,
         )
         job = wait_for(lambda: finished(job_id), 300, "the job to finish")
         assert job.status == "succeeded", (job.error, worker.log()[-3000:])
@@ -59,6 +60,9 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
     assert run.is_verified == (run.contention_status != "contended") and run.published
     assert run.submission.channel == "lab" and run.submission.status == "approved"
     assert run.hardware is not None  # the lab host's own hardware
+    # The job's thinking budget reached the engine as `--thinking-budget` would.
+    settings = run.raw_payload["settings"]
+    assert (settings["thinking_budget"], settings["thinking_budget_source"]) == (16, "option")
     host.refresh_from_db()
     assert host.hardware_info["cpu_model"] and host.hardware.ram_gb
     assert host.inventory[0]["models"] == [llm_model]

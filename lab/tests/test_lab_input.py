@@ -8,6 +8,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -16,6 +18,7 @@ from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
 from submissions.tests.conftest import post_json
 from submissions.tests.surfaces import assert_renders
 from worker.agent import prompts
+from worker.engine.reasoning import MAX_TOKENS_CEILING
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lab_hosts")]
 JOB = {"model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080/v1", "pool": "cpu"}
@@ -83,6 +86,103 @@ def test_the_form_shows_the_missing_url_on_its_field(operator) -> None:
     assert response.status_code == 200
     form = response.context["form"]
     assert "endpoint_url" in form.errors and "model" in form.errors
+    assert not BenchmarkJob.objects.exists()
+
+
+@pytest.mark.parametrize("budget", [None, 0, 512, MAX_TOKENS_CEILING])
+def test_a_thinking_budget_of_0_to_the_engines_ceiling_or_automatic_is_queued(
+    budget, operator, alice_key
+) -> None:
+    response = post_json(Client(), "/api/v1/jobs", {**JOB, "thinking_budget": budget}, alice_key)
+    assert response.status_code == 202, response.content
+    assert response.json()["thinking_budget"] == budget
+    assert BenchmarkJob.objects.get().thinking_budget == budget
+
+
+def test_a_job_without_a_thinking_budget_gets_the_automatic_one(operator, alice_key) -> None:
+    assert post_json(Client(), "/api/v1/jobs", JOB, alice_key).status_code == 202
+    assert BenchmarkJob.objects.get().thinking_budget is None
+
+
+@pytest.mark.parametrize("budget", [-1, MAX_TOKENS_CEILING + 1, 2**40, "lots", 1.5, True, [8]])
+def test_a_thinking_budget_out_of_range_or_not_a_whole_number_is_a_400(
+    budget, operator, alice_key
+) -> None:
+    fields = _fields(
+        post_json(Client(), "/api/v1/jobs", {**JOB, "thinking_budget": budget}, alice_key)
+    )
+    assert list(fields) == ["thinking_budget"], fields
+    assert not BenchmarkJob.objects.exists()
+
+
+def test_the_model_refuses_a_thinking_budget_over_the_engines_ceiling(operator) -> None:
+    """Whatever calls the service, and whatever writes the column."""
+    with pytest.raises(ValidationError) as refused:
+        services.queue_job(requested_by=operator, **JOB, thinking_budget=MAX_TOKENS_CEILING + 1)
+    assert refused.value.message_dict == {
+        "thinking_budget": [f"At most {MAX_TOKENS_CEILING} tokens."]
+    }
+    job = services.queue_job(requested_by=operator, **JOB, thinking_budget=MAX_TOKENS_CEILING)
+    over = BenchmarkJob.objects.filter(pk=job.pk)
+    with pytest.raises(IntegrityError, match="job_thinking_budget_ceiling"), transaction.atomic():
+        over.update(thinking_budget=MAX_TOKENS_CEILING + 1)
+    assert over.get().thinking_budget == MAX_TOKENS_CEILING
+
+
+FORM = {"target": "endpoint", "model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080"} | {
+    "provider": "auto",
+    "binary": "llama-server",
+    "profile": "smoke",
+    "trials": 3,
+    "harness": "raw",
+    "pool": "cpu",
+    "priority": 5,
+}
+
+
+@pytest.mark.parametrize(
+    ("budget", "error"),
+    [
+        ("lots", "Enter a whole number."),
+        ("1.5", "Enter a whole number."),
+        ("-1", "Ensure this value is greater than or equal to 0."),
+        (str(MAX_TOKENS_CEILING + 1), f"At most {MAX_TOKENS_CEILING} tokens."),
+    ],
+)
+def test_the_form_shows_a_bad_thinking_budget_on_its_field(budget, error, operator) -> None:
+    client = Client()
+    client.force_login(operator)
+    response = client.post("/lab/jobs/new/", FORM | {"thinking_budget": budget})
+    assert response.status_code == 200
+    assert response.context["form"].errors == {"thinking_budget": [error]}
+    assert not BenchmarkJob.objects.exists()
+
+
+@pytest.mark.parametrize(("budget", "stored"), [("", None), ("0", 0), ("4096", 4096)])
+def test_the_form_queues_a_thinking_budget_or_the_automatic_one(budget, stored, operator) -> None:
+    client = Client()
+    client.force_login(operator)
+    page = client.get("/lab/jobs/new/").content.decode()
+    assert "Thinking budget" in page and f'max="{MAX_TOKENS_CEILING}"' in page
+    response = client.post("/lab/jobs/new/", FORM | {"thinking_budget": budget})
+    assert response.status_code == 302, response.context["form"].errors
+    assert BenchmarkJob.objects.get().thinking_budget == stored
+
+
+@pytest.mark.parametrize(
+    ("limit", "error"),
+    [
+        ("0", "At least 1 token."),
+        (str(MAX_TOKENS_CEILING + 1), f"At most {MAX_TOKENS_CEILING} tokens."),
+    ],
+)
+def test_the_form_refuses_an_answer_limit_the_engine_would(limit, error, operator) -> None:
+    """The engine refuses these at the worker; the form says so before anything is queued."""
+    client = Client()
+    client.force_login(operator)
+    response = client.post("/lab/jobs/new/", FORM | {"max_tokens": limit})
+    assert response.status_code == 200
+    assert response.context["form"].errors == {"max_tokens": [error]}
     assert not BenchmarkJob.objects.exists()
 
 

@@ -75,6 +75,16 @@ def test_the_job_page_groups_the_events_of_every_attempt(job, lab_hosts) -> None
     assert "stopped responding" in page[one:]  # the reaper's note stays with attempt 1
 
 
+def test_the_job_page_shows_the_thinking_budget_or_automatic(job) -> None:
+    page = Client().get(f"/lab/jobs/{job.pk}/").content.decode()
+    assert "3 speed trials · thinking budget automatic · queued" in page
+    assert "answer limit" not in page
+    BenchmarkJob.objects.filter(pk=job.pk).update(thinking_budget=0, max_tokens=48)
+    page = Client().get(f"/lab/jobs/{job.pk}/").content.decode()
+    assert "· answer limit 48 tokens · thinking budget 0 tokens ·" in page
+    assert "automatic" not in page
+
+
 def test_the_cancel_button_leaves_the_polled_fragment_once_the_job_is_final(
     operator_client, job
 ) -> None:

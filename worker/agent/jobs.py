@@ -283,6 +283,7 @@ def _config(spec: JobSpec, url: str, api_key: str | None, home: Path):
         harness=canonical(spec["harness"]),
         harness_variant=spec.get("harness_variant", ""),
         max_tokens=spec["max_tokens"],
+        thinking_budget=spec.get("thinking_budget"),
         api_key=api_key,
         home=home,
     )

@@ -55,6 +55,9 @@ class JobSpec(TypedDict):
     max_tokens: int | None
     # A harness program's variant (Aider's edit format); absent from older sites.
     harness_variant: NotRequired[str]
+    # `benchloop run --thinking-budget`; None: the engine's automatic budget. Absent from
+    # older sites, which read as None.
+    thinking_budget: NotRequired[int | None]
 
 
 class JobState(TypedDict):

@@ -116,7 +116,7 @@ def _our_depth(run: dict[str, Any]) -> dict[int, dict[str, float | None]]:
             "decode": cell["decode_tps"]["mean"],
             "prefill_recorded": cell["prefill_tps"]["mean"],
             "prefill_evaluated": _mean(
-                [t["evaluated_tokens"] / (t["ttft_ms"] / 1000) for t in trials if t["ttft_ms"]]
+                [t["prefill_tokens"] / (t["ttft_ms"] / 1000) for t in trials if t["ttft_ms"]]
             ),
             "ttft": cell["ttft_ms"]["mean"],
             "depth_tokens": cell["depth_tokens"],

@@ -172,7 +172,10 @@ class DepthSweep(TypedDict):
     prompt_tokens: int
     output_tokens: int
     trials: int
+    # The context the cells ran with, and where it came from ("server": llama.cpp's per-slot
+    # n_ctx; "ollama num_ctx (model context N)": the num_ctx sent for them). Since issue 17.
     server_context: int | None
+    context_source: NotRequired[str | None]
     cells: list[DepthCell]
 
 

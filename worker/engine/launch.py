@@ -240,6 +240,9 @@ class StackInfo:
     model: Weights = field(default_factory=lambda: Weights())
     launch: Launch = field(default_factory=lambda: Launch())
     server: ServerProcess | None = None
+    # The model's own context length (Ollama's /api/show), as against the server's per-request
+    # one: what the depth sweep may ask Ollama for (worker.engine.sweeps). Not in the bundle.
+    model_context: int | None = None
 
 
 def identify(
@@ -282,7 +285,10 @@ def identify(
         stack.launch.setdefault("draft_model", parsed["draft_model"])
     stack.launch["settings"] = parsed["settings"]
     if info.kind == "ollama":
-        stack.model.update(_ollama_weights(transport, info, model))
+        show = _ollama_show(transport, model)
+        digest = info.model_meta.get(model, {}).get("digest")
+        stack.model.update(ollama_identity(digest, show))
+        stack.model_context = ollama_model_context(show)
     elif hash_weights:
         candidates = [model_file or ""]
         if same_machine:
@@ -293,15 +299,25 @@ def identify(
     return stack
 
 
-def _ollama_weights(transport, info, model: str) -> Weights:
+def _ollama_show(transport, model: str) -> dict | None:
+    """Ollama's `/api/show` for the model (its Modelfile, details and model_info), or None."""
     from .errors import EngineError
 
-    show = None
     try:
         response = transport.request("POST", "/api/show", json={"model": model}, check=False)
         if response.status_code == 200:
             show = response.json()
+            return show if isinstance(show, dict) else None
     except (EngineError, ValueError):
-        show = None
-    digest = info.model_meta.get(model, {}).get("digest")
-    return ollama_identity(digest, show if isinstance(show, dict) else None)
+        pass
+    return None
+
+
+def ollama_model_context(show: dict | None) -> int | None:
+    """The model's trained context from `/api/show`: ``model_info["<arch>.context_length"]``."""
+    info = (show or {}).get("model_info")
+    if not isinstance(info, dict):
+        return None
+    value = info.get(f"{info.get('general.architecture')}.context_length")
+    # bool is an int too; a JSON true is no context length.
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

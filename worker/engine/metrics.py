@@ -111,8 +111,8 @@ def evaluated_prompt_tokens(response: ChatResponse) -> tuple[int | None, str | N
     """The prompt tokens the server actually evaluated, and where the count came from.
 
     Servers reuse a prompt cache (the chat template's fixed prefix at least), so the prompt's
-    full length overstates the work done. llama.cpp's ``timings.prompt_n`` and Ollama's
-    ``prompt_eval_count`` already leave the cached tokens out ("server"); otherwise the usage
+    full length overstates the work done. llama.cpp's ``timings.prompt_n`` and Ollama's count
+    less its cached count (providers.ollama) leave the cached tokens out ("server"); else the usage
     block's prompt tokens minus its cached tokens ("usage"); with no cache count at all, every
     prompt token is assumed evaluated ("estimated").
     """

@@ -53,7 +53,7 @@ from .skeleton import refresh_scores as _refresh_scores
 from .skeleton import skeleton as _skeleton
 from .stats import percentile
 from .suites import RunCancelled, RunContext, Suite
-from .sweeps import SWEEP_SUITE, server_facts
+from .sweeps import SWEEP_SUITE, depth_provider, server_facts
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -408,6 +408,7 @@ class _Progress:
         # Speed measures the bare endpoint: a harness prompt would skew its calibrated lengths.
         bare = suite.name in SPEED_SUITES
         provider = prep.provider if bare else with_harness(prep.provider, prep.config.harness)
+        facts = server_facts(prep) if suite.name == SWEEP_SUITE else {}
         ctx = RunContext(
             provider=provider,
             trials=prep.config.trials or DEFAULT_TRIALS,
@@ -417,7 +418,8 @@ class _Progress:
             should_stop=self.should_stop or (lambda: False),
             power=self.sampling.power,
             power_note=self.sampling.note or RunContext.power_note,
-            server=server_facts(prep) if suite.name == SWEEP_SUITE else {},
+            server=facts,
+            depth_provider=depth_provider(prep, facts),
             new_provider=(lambda: _new_provider(prep)) if bare else None,
             harness=prep.config.harness,
             harness_variant=prep.config.harness_variant,

@@ -3,11 +3,14 @@ the sweeps size their requests by (context and slots)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..contract import ConcurrencyCell, ConcurrencySweep, DepthCell, DepthSweep, Sweeps
 from .errors import EngineError
+from .providers.base import Provider
+from .providers.ollama import OllamaProvider
 
 if TYPE_CHECKING:
     from .orchestrator import PreparedRun
@@ -17,23 +20,46 @@ DEPTH_METHOD = (
     "llama-bench -d: d context tokens are cached by a first request, then p new tokens are "
     "prefilled and n decoded on top of them"
 )
+# Ollama's num_ctx for the depth cells: room for the deepest cell the model holds, plus a margin
+# (its context is sized from calibrated words, not counted tokens), in whole steps.
+DEPTH_CONTEXT_MARGIN = 1.1
+DEPTH_CONTEXT_STEP = 1024
 
 
 def server_facts(prep: PreparedRun) -> dict[str, Any]:
-    """The server's context (tokens per slot) and slot count, with where each came from."""
+    """The server's context (tokens per slot) and slot count, with where each came from.
+
+    ``context_length`` is what every request of the run gets; ``depth_context`` what the depth
+    cells get, larger on Ollama when the model holds more (``model_context``, from /api/show):
+    one num_ctx for all of them, so Ollama reloads the model once for them, in the sweep's
+    calibration, and once back, in the first concurrency level's warm-up round.
+    """
     launch = {**prep.stack.launch, **prep.info.launch}
     facts: dict[str, Any] = {
         "kind": prep.info.kind,
         "context_length": None,
         "context_source": None,
+        "depth_context": None,
+        "depth_context_source": None,
+        "model_context": None,
         "parallel_slots": None,
         "slots_source": None,
     }
     num_ctx = getattr(prep.provider, "num_ctx", None)
     if prep.provider.api == "ollama" and isinstance(num_ctx, int):
         facts.update(context_length=num_ctx, context_source="ollama num_ctx")
+        model = prep.stack.model_context
+        if model is not None:
+            facts.update(
+                model_context=model,
+                depth_context=ollama_depth_context(num_ctx, model, prep.tasks.get(SWEEP_SUITE)),
+                depth_context_source=f"ollama num_ctx (model context {model})",
+            )
     elif isinstance(launch.get("context_length"), int):
         facts.update(context_length=launch["context_length"], context_source="server")
+    if facts["depth_context"] is None:
+        facts.update(depth_context=facts["context_length"])
+        facts.update(depth_context_source=facts["context_source"])
     slots = launch.get("parallel_slots")
     if isinstance(slots, int) and slots > 0:
         facts.update(parallel_slots=slots, slots_source="llama.cpp /props total_slots")
@@ -45,6 +71,31 @@ def server_facts(prep: PreparedRun) -> dict[str, Any]:
         if isinstance(listing, list) and listing:
             facts.update(parallel_slots=len(listing), slots_source="llama.cpp /slots")
     return facts
+
+
+def ollama_depth_context(num_ctx: int, model: int, tasks: Sequence[dict] | None) -> int:
+    """The num_ctx for every depth cell: room for the deepest one the model's context holds,
+    capped at that context, and never below the run's own ``num_ctx`` (no reload for less)."""
+    needs = [
+        spec["depth"] + spec["prompt_tokens"] + spec["output_tokens"]
+        for spec in (task["sweep"] for task in tasks or [])
+        if spec["kind"] == "depth"
+    ]
+    deepest = max((need for need in needs if need <= model), default=0)
+    room = math.ceil(deepest * DEPTH_CONTEXT_MARGIN / DEPTH_CONTEXT_STEP) * DEPTH_CONTEXT_STEP
+    return max(num_ctx, min(model, room))
+
+
+def depth_provider(prep: PreparedRun, facts: Mapping[str, Any]) -> Provider | None:
+    """The run's provider with the depth cells' num_ctx, when that is not the run's own.
+
+    It shares the run's connection (the depth cells send one request at a time, on the run's
+    thread), so closing the run's provider closes it too.
+    """
+    provider, context = prep.provider, facts.get("depth_context")
+    if not isinstance(provider, OllamaProvider) or context in (None, provider.num_ctx):
+        return None
+    return OllamaProvider(provider.transport, provider.model, num_ctx=context)
 
 
 def sweeps_block(suites: Mapping[str, Any], trials: int | None) -> Sweeps | None:
@@ -69,7 +120,8 @@ def sweeps_block(suites: Mapping[str, Any], trials: int | None) -> Sweeps | None
             prompt_tokens=int(depth[0][0]["prompt_tokens"]),
             output_tokens=int(depth[0][0]["output_tokens"]),
             trials=int(trials or 1),
-            server_context=server.get("context_length"),
+            server_context=server.get("depth_context", server.get("context_length")),
+            context_source=server.get("depth_context_source", server.get("context_source")),
             cells=[cast(DepthCell, cell) for _, cell in depth],
         )
     if concurrency:
@@ -93,6 +145,9 @@ SWEEP_METRICS: dict[str, str] = {
     "headers → first token), per trial, as in the speed suite",
     "decode_tps (depth)": "(N − 1) ÷ (last − first output token), N decoded with ignore_eos",
     "ttft_ms (depth)": "time from sending the measured request to its first output token",
+    "server_context": "the context the depth cells ran with, and context_source where it came "
+    "from: llama.cpp's per-slot n_ctx, or on Ollama the num_ctx sent for them (room for the "
+    "deepest cell the model's own context holds); deeper cells are skipped",
     "streams": "requests sent at the same moment, each on its own connection",
     "aggregate_tps": "completion tokens of a round ÷ (last output token − first send), "
     "summed over the measured rounds (warm-up round excluded)",

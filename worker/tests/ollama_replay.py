@@ -1,25 +1,50 @@
-"""A stand-in Ollama for the identification tests: Ollama cannot run on this machine.
+"""A stand-in Ollama for the engine's tests: Ollama cannot run on this machine.
 
 It answers the read-only calls the engine makes before a run (`/api/version`, `/api/tags`,
 `/api/ps`, `/api/show`) in the shapes Ollama's API documents, with made-up digests (sha256 of
-fixed strings, so nobody mistakes them for a real model's). Run it as its own process, so the
-engine finds it listening and reads its command line and environment as it would Ollama's:
-``python -m worker.tests.ollama_replay PORT``.
+fixed strings, so nobody mistakes them for a real model's). With ``--upstream URL`` it answers
+`/api/chat` too, streamed NDJSON or one JSON object, and has the real llama.cpp test server at
+URL (SmolLM2-135M) generate, so real tokens and timings flow. It keeps Ollama's rules about the
+context, ``options.num_ctx`` (4096 when a request sends none):
+
+- a request with another num_ctx than the loaded model's reloads it (``RELOAD_S``, reported as
+  ``load_duration``; the prompt cache is lost with it);
+- a prompt longer than num_ctx loses its oldest messages (never a system one, never the last),
+  then its tokens after the first ``NUM_KEEP``: Ollama truncates silently, it does not refuse;
+- ``prompt_eval_count`` is the whole prompt, ``prompt_eval_cached_count`` its cached part.
+
+Each chat request is appended to ``--log FILE`` as a JSON line (its num_ctx, whether it
+reloaded, what was dropped), so a test can see where Ollama would have reloaded. Run it as its
+own process, so the engine finds it listening and reads its command line and environment as it
+would Ollama's: ``python -m worker.tests.ollama_replay PORT [--upstream URL] [--log FILE]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-import sys
+import threading
+import time
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
 
 MODEL = "smollm2:135m"
 MANIFEST_DIGEST = hashlib.sha256(b"benchloop test manifest").hexdigest()
 BLOB_DIGEST = hashlib.sha256(b"benchloop test weights").hexdigest()
 VERSION = "0.12.6"
+# SmolLM2-135M's trained context, as /api/show's model_info gives it (--context changes it).
+MODEL_CONTEXT = 8192
+# Ollama's num_ctx when a request sets none (OLLAMA_CONTEXT_LENGTH unset), and its num_keep.
+DEFAULT_NUM_CTX = 4096
+NUM_KEEP = 4
+RELOAD_S = 0.3
 
-ANSWERS = {
+ANSWERS: dict[str, dict[str, Any]] = {
     "/api/version": {"version": VERSION},
     "/api/tags": {
         "models": [
@@ -46,33 +71,231 @@ ANSWERS = {
         ),
         "parameters": "stop                           <|im_end|>",
         "details": {"format": "gguf", "family": "llama", "quantization_level": "F16"},
+        "model_info": {"general.architecture": "llama", "llama.context_length": MODEL_CONTEXT},
     },
 }
 
 
+class Runner:
+    """The one loaded model: its num_ctx, the upstream that generates, and the request log."""
+
+    def __init__(
+        self, upstream: str | None, context: int, log: Path | None, cached_count: bool = True
+    ) -> None:
+        self.upstream = upstream.rstrip("/") if upstream else None
+        self.context = context
+        self.log = log
+        # Ollama before prompt_eval_cached_count: the whole prompt's count, no cached part.
+        self.cached_count = cached_count
+        self.lock = threading.Lock()
+        self.loaded: int | None = None
+
+    def load(self, num_ctx: int) -> tuple[bool, int]:
+        """Load the model with this num_ctx unless it is already: (reloaded, nanoseconds)."""
+        started = time.perf_counter_ns()
+        with self.lock:  # a request for another num_ctx waits for the load, as in Ollama
+            reload = self.loaded != num_ctx
+            if reload:
+                time.sleep(RELOAD_S)
+                self.loaded = num_ctx
+        return reload, time.perf_counter_ns() - started
+
+    def record(self, entry: dict[str, Any]) -> None:
+        if self.log is None:
+            return
+        with self.lock, self.log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+    def tokens(self, client: httpx.Client, messages: list[dict]) -> list[int]:
+        """The prompt's tokens under the model's chat template (the upstream's)."""
+        prompt = client.post("/apply-template", json={"messages": messages}).json()["prompt"]
+        reply = client.post("/tokenize", json={"content": prompt, "add_special": True})
+        return reply.json()["tokens"]
+
+    def fit(
+        self, client: httpx.Client, messages: list[dict], num_ctx: int
+    ) -> tuple[list[int], int, bool]:
+        """Ollama's fit to num_ctx: (tokens, oldest messages dropped, tokens truncated)."""
+        droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
+        for dropped in range(len(droppable) + 1):
+            gone = set(droppable[:dropped])
+            kept = [m for i, m in enumerate(messages) if i not in gone]
+            tokens = self.tokens(client, kept)
+            if len(tokens) <= num_ctx:
+                return tokens, dropped, False
+        cut = len(tokens) - num_ctx
+        return tokens[:NUM_KEEP] + tokens[NUM_KEEP + cut :], len(droppable), True
+
+
+class Server(ThreadingHTTPServer):
+    runner: Runner
+
+
 class Handler(BaseHTTPRequestHandler):
-    def _answer(self) -> None:
-        body = ANSWERS.get(self.path.split("?")[0])
-        data = json.dumps(body if body is not None else {"error": "not found"}).encode()
-        self.send_response(200 if body is not None else 404)
+    # Ollama answers HTTP/1.1: kept-alive connections, streams in chunks.
+    protocol_version = "HTTP/1.1"
+    server: Server
+
+    def _json(self, body: object, status: int = 200) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
+    def _answer(self) -> None:
+        path = self.path.split("?")[0]
+        body = ANSWERS.get(path)
+        runner = self.server.runner
+        if path == "/api/show":
+            info = {"general.architecture": "llama", "llama.context_length": runner.context}
+            body = {**ANSWERS[path], "model_info": info}
+        elif path == "/api/ps" and runner.loaded is not None:
+            loaded = {**ANSWERS["/api/tags"]["models"][0], "context_length": runner.loaded}
+            body = {"models": [loaded]}
+        if body is None:
+            self._json({"error": "not found"}, 404)
+        else:
+            self._json(body)
+
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         self._answer()
 
     def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self._answer()
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.split("?")[0] != "/api/chat":
+            self._answer()
+        elif self.server.runner.upstream is None:
+            self._json({"error": "no --upstream to generate with"}, 404)
+        else:
+            self._chat(json.loads(raw or b"{}"))
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        runner = self.server.runner
+        self._streaming = False  # one handler serves every request of a kept-alive connection
+        options = body.get("options") or {}
+        num_ctx = int(options.get("num_ctx") or DEFAULT_NUM_CTX)
+        started = time.perf_counter_ns()
+        reload, load_ns = runner.load(num_ctx)
+        messages = body.get("messages") or []
+        with httpx.Client(base_url=runner.upstream or "", timeout=600) as client:
+            tokens, dropped, truncated = runner.fit(client, messages, num_ctx)
+            room = max(num_ctx - len(tokens), 1)
+            wanted = options.get("num_predict")
+            n = min(wanted, room) if isinstance(wanted, int) and wanted >= 0 else room
+            runner.record(
+                {
+                    "num_ctx": num_ctx,
+                    "reload": reload,
+                    "num_predict": wanted,
+                    "prompt_tokens": len(tokens),
+                    "dropped_messages": dropped,
+                    "truncated": truncated,
+                    "first_message": str((messages[0] if messages else {}).get("content"))[:200],
+                    "started": time.time(),
+                }
+            )
+            request = {
+                "prompt": tokens,
+                "n_predict": n,
+                "stream": True,
+                # After a reload the KV cache is empty: nothing is reused.
+                "cache_prompt": not reload,
+                "temperature": options.get("temperature", 0.8),
+                "seed": options.get("seed", -1),
+            }
+            try:
+                self._generate(client, request, body, load_ns, started)
+            except (httpx.HTTPError, ValueError, KeyError) as exc:
+                # Ollama reports a failure mid-stream as an error line.
+                if not self._streaming:
+                    self._json({"error": f"upstream: {exc}"}, 500)
+                    return
+                self._line({"error": f"upstream: {exc}"})
+                self.wfile.write(b"0\r\n\r\n")
+
+    def _generate(
+        self,
+        client: httpx.Client,
+        request: dict[str, Any],
+        body: dict[str, Any],
+        load_ns: int,
+        started: int,
+    ) -> None:
+        """Relay the upstream's tokens in Ollama's shape, its timings as Ollama's counters."""
+        stream = body.get("stream", True)
+        model = body.get("model") or MODEL
+        text: list[str] = []
+        final: dict[str, Any] = {}
+        with client.stream("POST", "/completion", json=request) as upstream:
+            for line in upstream.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("content"):
+                    text.append(chunk["content"])
+                    if stream:
+                        self._line(_event(model, chunk["content"]))
+                if chunk.get("stop"):
+                    final = chunk
+        timings = final.get("timings") or {}
+        cached, evaluated = timings.get("cache_n", 0), timings.get("prompt_n", 0)
+        done = _event(model, "" if stream else "".join(text)) | {
+            "done": True,
+            "done_reason": "length" if final.get("stop_type") == "limit" else "stop",
+            "total_duration": time.perf_counter_ns() - started,
+            "load_duration": load_ns,
+            "prompt_eval_count": cached + evaluated,
+            "prompt_eval_duration": int(timings.get("prompt_ms", 0) * 1e6),
+            "eval_count": timings.get("predicted_n", 0),
+            "eval_duration": int(timings.get("predicted_ms", 0) * 1e6),
+        }
+        if self.server.runner.cached_count:
+            done["prompt_eval_cached_count"] = cached
+        if not stream:
+            self._json(done)
+            return
+        self._line(done)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _line(self, event: dict[str, Any]) -> None:
+        """One NDJSON line in its own chunk; the headers go with the first (as Ollama's do)."""
+        if not getattr(self, "_streaming", False):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._streaming = True
+        data = (json.dumps(event) + "\n").encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
 
     def log_message(self, *args) -> None:
         pass
 
 
+def _event(model: str, content: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "created_at": datetime.now(UTC).isoformat(),
+        "message": {"role": "assistant", "content": content},
+        "done": False,
+    }
+
+
 def main() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("port", type=int)
+    parser.add_argument("--upstream", help="the llama.cpp server that generates for /api/chat")
+    parser.add_argument("--context", type=int, default=MODEL_CONTEXT, help="/api/show's context")
+    parser.add_argument("--log", type=Path, help="append each chat request here as JSON")
+    parser.add_argument(
+        "--no-cached-count", action="store_true", help="an Ollama without prompt_eval_cached_count"
+    )
+    args = parser.parse_args()
+    server = Server(("127.0.0.1", args.port), Handler)
+    server.runner = Runner(args.upstream, args.context, args.log, not args.no_cached_count)
     print("listening", flush=True)
     server.serve_forever()
 

@@ -233,3 +233,21 @@ def test_ollama_counters_become_server_timings():
     assert timings.prompt_ms == 400.0
     assert timings.prompt_per_second == pytest.approx(300.0)
     assert timings.predicted_per_second == pytest.approx(80.0)
+    assert timings.cache_n is None  # no cached count: the whole prompt, as Ollama gave it
+
+
+def test_ollama_s_cached_prompt_tokens_are_not_counted_as_evaluated():
+    from worker.engine.providers.ollama import ollama_timings
+
+    # prompt_eval_count is the whole prompt, the cached part included (Ollama's API).
+    final = {
+        "done": True,
+        "prompt_eval_count": 4120,
+        "prompt_eval_cached_count": 4000,
+        "prompt_eval_duration": 400_000_000,
+        "eval_count": 64,
+        "eval_duration": 800_000_000,
+    }
+    timings = ollama_timings(final)
+    assert (timings.prompt_n, timings.cache_n) == (120, 4000)
+    assert timings.prompt_per_second == pytest.approx(300.0)

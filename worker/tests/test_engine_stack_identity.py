@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from worker.engine.bundle import validation_errors
-from worker.engine.launch import parse_llama_args
+from worker.engine.launch import ollama_model_context, parse_llama_args
 from worker.engine.orchestrator import RunConfig, execute, prepare_run
 from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS, free_port, model_path
 from worker.engine.weights import file_sha256, gguf_identity
@@ -216,3 +216,25 @@ def test_ollama_s_digests_and_environment_name_the_stack(ollama, bench_home):
     }
     assert stack.launch["kv_cache_type"] == "q8_0"
     assert stack.launch["settings"] == {"flash_attn": "on"}
+    # The model's own context, from /api/show's model_info (the depth sweep sizes num_ctx by it).
+    assert stack.model_context == ollama_replay.MODEL_CONTEXT
+
+
+@pytest.mark.parametrize(
+    "show",
+    [
+        None,
+        {"details": {}},
+        {"model_info": {"llama.context_length": 8192}},  # no architecture to find it by
+        {"model_info": {"general.architecture": "qwen3", "llama.context_length": 8192}},
+        {"model_info": {"general.architecture": "llama", "llama.context_length": True}},
+        {"model_info": {"general.architecture": "llama", "llama.context_length": 0}},
+    ],
+)
+def test_an_ollama_model_without_a_context_length_has_none(show):
+    assert ollama_model_context(show) is None
+
+
+def test_ollama_s_model_context_is_read_by_its_architecture():
+    info = {"general.architecture": "qwen3", "qwen3.context_length": 40960}
+    assert ollama_model_context({"model_info": info}) == 40960

@@ -103,7 +103,7 @@ def test_depth_cells_hold_their_context_and_keep_the_servers_clock(sweep_run) ->
     # clock for the same request rather than against another cell's.
     for trial in bundle["suites"]["speed_sweep"]["tasks"][1]["metadata"]["trials"]:
         assert trial["server"]["cache_n"] == trial["depth_tokens"]
-        assert trial["server"]["prompt_n"] == trial["evaluated_tokens"]
+        assert trial["server"]["prompt_n"] == trial["prefill_tokens"]
         assert trial["completion_tokens"] == N_OUT  # ignore_eos: every trial decodes n
         assert 0.8 < trial["decode_ratio_vs_server"] < 1.25
         assert 0.8 < trial["prefill_ratio_vs_server"] < 1.25
@@ -114,6 +114,7 @@ def test_a_depth_beyond_the_server_s_context_is_skipped(sweep_run, sweep_server)
     props = httpx.get(f"{sweep_server.base_url}/props", timeout=5).json()
     per_slot = props["default_generation_settings"]["n_ctx"]
     assert bundle["sweeps"]["depth"]["server_context"] == per_slot == 2048
+    assert bundle["sweeps"]["depth"]["context_source"] == "server"
     cell = _cells(bundle, "depth", "depth")[8192]
     assert cell == {
         "depth": 8192,

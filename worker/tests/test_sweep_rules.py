@@ -11,6 +11,7 @@ from worker.engine.reasoning import OutputLimits
 from worker.engine.scoring import aggregate, is_speed_only
 from worker.engine.suites import available_suites, load_profiles
 from worker.engine.suites.sweep import parse_levels
+from worker.engine.sweeps import ollama_depth_context
 
 SWEEP = available_suites()["speed_sweep"]
 
@@ -106,3 +107,32 @@ def test_the_cli_refuses_bad_levels_before_any_request(bench_home, capsys) -> No
     code = main(["run", "--url", "http://127.0.0.1:9", "--depths", "4k", "--json"])
     assert code == EXIT_USAGE
     assert "--depths '4k'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("model", "num_ctx"),
+    [
+        # The deepest cell that fits, (d + 512 + 128) × 1.1, rounded up to 1024s: 4096 ...
+        (8192, 6144),
+        # ... 16384 (32768 does not fit 32K) ...
+        (32768, 19456),
+        # ... and 32768, well under a 128K model's context.
+        (131072, 36864),
+        # Room for the deepest cell but not its margin: the model's context, no more.
+        (4800, 4800),
+        # Never below the 4096 the rest of the run sends: no reload for less.
+        (4000, 4096),
+        (2048, 4096),
+    ],
+)
+def test_ollama_s_depth_cells_get_room_for_the_deepest_cell_the_model_holds(
+    model: int, num_ctx: int
+) -> None:
+    tasks = SWEEP.effective_tasks()
+    assert ollama_depth_context(4096, model, tasks) == num_ctx
+
+
+def test_without_depth_cells_ollama_keeps_the_run_s_num_ctx() -> None:
+    concurrency = [t for t in SWEEP.effective_tasks() if t["sweep"]["kind"] == "concurrency"]
+    assert ollama_depth_context(4096, 131072, concurrency) == 4096
+    assert ollama_depth_context(4096, 131072, None) == 4096

@@ -179,24 +179,39 @@ class _State:
         final = self.final
         result.finish_reason = final.get("done_reason") or ("stop" if self.done else None)
         result.prompt_tokens = final.get("prompt_eval_count")
+        result.cached_tokens = _cached(final)
         result.completion_tokens = final.get("eval_count")
         result.server = ollama_timings(final) if final else None
 
 
 def ollama_timings(final: dict) -> ServerTimings:
-    """Convert Ollama's nanosecond counters to the engine's server-timing record."""
+    """Convert Ollama's nanosecond counters to the engine's server-timing record.
+
+    ``prompt_eval_count`` is the whole prompt, cached tokens included; where Ollama also reports
+    ``prompt_eval_cached_count``, ``prompt_n`` is what it evaluated, as llama.cpp's is.
+    """
     prompt_n, prompt_ns = final.get("prompt_eval_count"), final.get("prompt_eval_duration")
     eval_n, eval_ns = final.get("eval_count"), final.get("eval_duration")
+    cached = _cached(final)
+    if cached is not None and isinstance(prompt_n, int):
+        prompt_n = max(prompt_n - cached, 0)
     return ServerTimings(
         source="ollama",
         prompt_n=prompt_n,
         prompt_ms=prompt_ns / _NS_PER_MS if prompt_ns else None,
         predicted_n=eval_n,
         predicted_ms=eval_ns / _NS_PER_MS if eval_ns else None,
+        cache_n=cached,
         prompt_per_second=prompt_n / (prompt_ns / 1e9) if prompt_n and prompt_ns else None,
         predicted_per_second=eval_n / (eval_ns / 1e9) if eval_n and eval_ns else None,
         load_ms=final["load_duration"] / _NS_PER_MS if final.get("load_duration") else None,
     )
+
+
+def _cached(final: dict) -> int | None:
+    """Prompt tokens Ollama served from its cache, where it says (``prompt_eval_cached_count``)."""
+    cached = final.get("prompt_eval_cached_count")
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) else None
 
 
 def _to_ollama_message(message: dict) -> dict:

@@ -55,9 +55,12 @@ class RunContext:
     # here; None, with `power_note` saying why, where nothing can be sampled.
     power: Any = None
     power_note: str = "not measured: no power sampling in this run"
-    # What the endpoint says about itself (context_length, parallel_slots, slots_source), for
-    # suites that size requests to the server (the sweeps).
+    # What the endpoint says about itself (context_length, depth_context, model_context,
+    # parallel_slots, slots_source), for suites that size requests to the server (the sweeps).
     server: dict = field(default_factory=dict)
+    # The provider for the sweep's depth cells where they need a larger context than the run's
+    # other requests (Ollama's num_ctx, worker.engine.sweeps); None: ``provider``.
+    depth_provider: Provider | None = None
     # A fresh provider on its own connection (httpx clients are not shared across threads);
     # None where the run cannot open one. The caller closes what it gets.
     new_provider: Callable[[], Provider] | None = None

@@ -19,7 +19,7 @@ from typing import Any
 from ...contract import TaskRecord, TrialCompleted
 from ..errors import EngineError
 from ..metrics import request_metrics
-from ..providers.base import ChatRequest, ChatResponse, Provider
+from ..providers.base import ChatRequest, Provider
 from ..reasoning import OutputLimits
 from ..stats import percentile, summarize
 from .base import RunContext, Suite, task_record
@@ -121,9 +121,13 @@ class SweepSuite(Suite):
         ctx.suite_metadata["server"] = dict(ctx.server)
 
     def _count(self, ctx: RunContext, messages: list[dict]) -> int | None:
-        """The server's prompt-token count for these messages (one excluded token decoded)."""
+        """The server's prompt-token count for these messages (one excluded token decoded).
+
+        On the depth cells' provider: where that one's context differs (Ollama's num_ctx), the
+        server reloads the model for the calibration, an excluded request, before any cell.
+        """
         try:
-            response = ctx.provider.chat_stream(
+            response = _depth_provider(ctx).chat_stream(
                 ChatRequest(messages=messages, max_tokens=1, temperature=0.0)
             )
         except EngineError:
@@ -171,9 +175,11 @@ class SweepSuite(Suite):
     def _depth(self, task: dict, ctx: RunContext) -> TaskRecord:
         spec = task["sweep"]
         depth, p, n = spec["depth"], spec["prompt_tokens"], spec["output_tokens"]
-        limit = ctx.server.get("context_length")
+        # Where the cells' context is sized to the model's (Ollama's num_ctx), that is the limit.
+        model = ctx.server.get("model_context")
+        limit = model or ctx.server.get("depth_context", ctx.server.get("context_length"))
         if isinstance(limit, int) and limit > 0 and depth + p + n > limit:
-            reason = f"exceeds the server's context ({limit} tokens)"
+            reason = f"exceeds the {'model' if model else 'server'}'s context ({limit} tokens)"
             return self._record(task, _skipped("depth", depth, reason), [])
         over = self._overheads(ctx, spec["instruction"])
         base = ctx.suite_metadata["calibration"]["context_base_tokens"]
@@ -207,22 +213,22 @@ class SweepSuite(Suite):
         """One load request (not measured) and the measured request on top of its context."""
         nonce = new_nonce()
         instruction = task["sweep"]["instruction"]
+        provider = _depth_provider(ctx)
         context_tokens: int | None = 0
         if depth > 0:
             context = _context_turn(nonce, depth_words)
-            loaded = ctx.provider.chat_stream(
+            loaded = provider.chat_stream(
                 ChatRequest(messages=[context], max_tokens=1, temperature=0.0)
             )
             context_tokens = loaded.prompt_tokens
             messages = [context, ACK, _question_turn(new_words, instruction)]
         else:
             messages = speed_messages(nonce, instruction, new_words)
-        response = ctx.provider.chat_stream(
+        response = provider.chat_stream(
             ChatRequest(messages=messages, max_tokens=n, temperature=0.0, ignore_eos=True),
             on_chunk=progress_callback(ctx, SUITE, task["id"], index),
         )
         metrics = request_metrics(response)
-        evaluated, source = evaluated_tokens(response)
         server = metrics["server"] or {}
         held_n = server.get("cache_n")
         if held_n is None:
@@ -230,6 +236,15 @@ class SweepSuite(Suite):
         held: bool | None = None
         if depth > 0 and held_n is not None and context_tokens:
             held = held_n >= CACHE_HELD_SHARE * context_tokens
+        if depth > 0 and held_n is None:
+            # A server that counts no cached tokens (Ollama before prompt_eval_cached_count)
+            # leaves the context's share of its prompt count unknown: no prefill rather than
+            # one that counts d cached tokens as prefilled.
+            metrics["prefill_tps"] = None
+            metrics["prefill_note"] = (
+                "not measured: the server reports no cached-token count, so the tokens it "
+                "evaluated on top of the context are unknown"
+            )
         return {
             "trial_index": index,
             "ok": True,
@@ -238,8 +253,6 @@ class SweepSuite(Suite):
             "context_tokens": context_tokens,
             "depth_tokens": held_n,
             "cache_held": held,
-            "evaluated_tokens": evaluated,
-            "evaluated_source": source,
             **metrics,
         }
 
@@ -324,14 +337,8 @@ class SweepSuite(Suite):
         )
 
 
-def evaluated_tokens(response: ChatResponse) -> tuple[int | None, str]:
-    """Prompt tokens the server evaluated in this request (not served from its cache)."""
-    server = response.server
-    if server is not None and server.prompt_n is not None:
-        return server.prompt_n, "server"
-    if response.prompt_tokens is None:
-        return None, "estimated"
-    return response.prompt_tokens - (response.cached_tokens or 0), "estimated"
+def _depth_provider(ctx: RunContext) -> Provider:
+    return ctx.depth_provider or ctx.provider
 
 
 def _skipped(key: str, level: int, reason: str) -> dict[str, Any]:
@@ -357,9 +364,9 @@ def _depth_cell(depth: int, trials: list[dict]) -> dict[str, Any]:
         "depth_tokens": int(depth_n) if depth_n is not None else None,
         "context_tokens": int(_median([t["context_tokens"] for t in good]) or 0),
         "cache_held": all(held) if held else None,
-        "prompt_tokens": int(_median([t["evaluated_tokens"] for t in good]) or 0),
+        "prompt_tokens": int(_median([t["prefill_tokens"] for t in good]) or 0),
         "token_count_source": "server"
-        if all(t["evaluated_source"] == "server" for t in good)
+        if all(t["prefill_tokens_source"] == "server" for t in good)
         else "estimated",
         "prefill_tps": summarize(t["prefill_tps"] for t in good),
         "decode_tps": summarize(t["decode_tps"] for t in good),

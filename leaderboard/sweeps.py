@@ -127,6 +127,8 @@ class DepthSweep:
     setup: Setup
     trials: int | None
     server_context: int | None
+    # Where the context came from ("server", "ollama num_ctx (model context N)"): untrusted text.
+    context_source: str
     method: str
     cells: list[DepthCell]
 
@@ -184,6 +186,7 @@ def _depth(raw: dict) -> DepthSweep:
         setup=_setup(raw),
         trials=payload.count(raw.get("trials"), high=10**6),
         server_context=payload.count(raw.get("server_context"), high=MAX_TOKENS * 10),
+        context_source=payload.text(raw.get("context_source"))[:80],
         method=payload.text(raw.get("method")),
         cells=[cells[d] for d in sorted(cells)],
     )

@@ -142,7 +142,19 @@ def test_the_run_page_shows_its_own_cells_with_n_and_reasons(client: Client) -> 
     assert "n = 16" in four
     assert f"failed: {FAILED}" in _row(section, "data-streams", 8)
     assert "Server slots: 4" in section and "total_slots" in section
-    assert "The server’s context: 8,192 tokens" in section
+    assert "The server’s context: 8,192 tokens." in section
+
+
+def test_an_ollama_run_says_where_its_depth_context_came_from(client: Client) -> None:
+    block = sweeps(50.0)
+    block["depth"].update(server_context=5120, context_source="ollama num_ctx (model context 8192)")
+    (run,) = on_class("rtx-4090", _run("rtx-4090", {"sweeps": valid(block)}))
+    section = _section(client.get(f"/runs/{run.id}/").content.decode())
+    assert "The server’s context: 5,120 tokens (ollama num_ctx (model context 8192))." in section
+    block["depth"]["context_source"] = HOSTILE
+    (hostile,) = on_class("rtx-4090", _run("rtx-4090", {"sweeps": block}))
+    section = _section(client.get(f"/runs/{hostile.id}/").content.decode())
+    assert "<script>" not in section and "&lt;script&gt;" in section
 
 
 def test_hostile_sweeps_are_dropped_or_escaped_and_never_break_a_page(client: Client) -> None:

@@ -2,7 +2,7 @@
 on our own engine's request path, against one llama.cpp server.
 
 For every request the clock readings are (ms after the request was handed to httpx):
-  written      the request body fully written (httpcore's trace)
+  written      our part of writing the request done (Transport: its CPU clock, httpcore's trace)
   headers      the response headers in
   first_byte   the first bytes of the body read from the socket (a timing httpx transport)
   first_token  our engine's first output event, parsed (StreamTiming.first_token_ms)

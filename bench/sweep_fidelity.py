@@ -78,6 +78,9 @@ def _benchy(venv: Path, tokenizer: Path, url: str, args, *, depths, concurrency)
     command += ["--pp", str(args.pp), "--tg", str(args.tg), "--runs", str(args.runs)]
     command += ["--depth", *map(str, depths), "--concurrency", *map(str, concurrency)]
     command += ["--enable-prefix-caching", "--exact-tg", "--latency-mode", "none"]
+    # Our sweep samples greedily (temperature 0); llama-benchy sends no temperature, so the
+    # server would sample its requests with its default chain: the same sampling for both.
+    command += ["--extra-body", json.dumps({"temperature": 0.0})]
     command += ["--format", "json", "--save-result", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not out.exists():

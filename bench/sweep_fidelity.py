@@ -8,13 +8,17 @@ up when it picks the slot count itself; the GGUF's own chat template) serves bot
 Each round measures every cell with both tools back to back, who goes first alternating from cell
 to cell and round to round; llama-benchy's depth cells use ``--enable-prefix-caching`` (a
 context-load request, then the measured one), as ours do. llama-benchy runs from its own venv
-(``$BENCHY_VENV``, default /work/venv-benchy), with a tokenizer.json built from the same GGUF
+(``$BENCHY_VENV``, default /work/venv-benchy), its runner kept running between cells
+(bench/benchy_driver.py), so the two tools' cells are seconds apart, with a tokenizer.json
+built from the same GGUF
 (bench/gguf_tokenizer.py) and a corpus of our own filler text (no network). Figures are means
 over a cell's trials (llama-benchy reports means), then over rounds: ours ÷ benchy per cell.
 
-Prefill at depth is compared two ways: as our bundle records it (``prefill_tps`` from
-worker.engine.metrics.request_metrics) and as the server-evaluated new tokens ÷ TTFT, which is the
-figure request_metrics gives once it stops counting cached tokens (issue 17's prefill fix).
+Prefill at depth is compared three ways: as our bundle records it (``prefill_tps`` from
+worker.engine.metrics.request_metrics), as the server-evaluated new tokens ÷ TTFT, and as the
+tokens the server's log says it evaluated for each tool's requests ÷ that tool's own TTFT (one
+count for both tools: llama-benchy divides the pp it asked for, without the turn markers the
+server evaluates with it).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import hashlib
 import json
 import os
 import platform
+import random
 import re
 import statistics
 import subprocess
@@ -66,26 +71,52 @@ def prepare_benchy(venv: Path, work: Path) -> Path:
     ).stdout.strip()
     cache = Path.home() / ".cache/llama-benchy"
     cache.mkdir(parents=True, exist_ok=True)
-    text = "\n".join(" ".join(NOTES[i:] + NOTES[:i]) for i in range(len(NOTES))) + "\n"
-    (cache / f"{hashlib.md5(BOOK_URL.encode()).hexdigest()}.txt").write_text(text * 12)
+    # Words drawn at random (seeded) from our notes: no stretch of the corpus repeats, so two of
+    # llama-benchy's prompts never share a prefix that the server's cache could serve (a corpus
+    # that repeated made its depth-0 prompts partly cached, and its TTFT and prefill with them).
+    words = " ".join(NOTES).split()
+    rng = random.Random(1729)
+    lines = (" ".join(rng.choice(words) for _ in range(14)) + "." for _ in range(5000))
+    text = "\n".join(lines) + "\n"
+    (cache / f"{hashlib.md5(BOOK_URL.encode()).hexdigest()}.txt").write_text(text)
     return Path(tokenizer)
 
 
-def _benchy(venv: Path, tokenizer: Path, url: str, args, *, depths, concurrency) -> list[dict]:
-    out = Path(tempfile.mkdtemp()) / "benchy.json"
-    command = [str(venv / "bin/llama-benchy"), "--base-url", f"{url}/v1", "--model", MODEL_ALIAS]
-    command += ["--tokenizer", str(tokenizer), "--book-url", BOOK_URL, "--skip-coherence"]
-    command += ["--pp", str(args.pp), "--tg", str(args.tg), "--runs", str(args.runs)]
-    command += ["--depth", *map(str, depths), "--concurrency", *map(str, concurrency)]
-    command += ["--enable-prefix-caching", "--exact-tg", "--latency-mode", "none"]
-    # Our sweep samples greedily (temperature 0); llama-benchy sends no temperature, so the
-    # server would sample its requests with its default chain: the same sampling for both.
-    command += ["--extra-body", json.dumps({"temperature": 0.0})]
-    command += ["--format", "json", "--save-result", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not out.exists():
-        raise SystemExit(f"llama-benchy failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return json.loads(out.read_text())["benchmarks"]
+class Benchy:
+    """llama-benchy's runner kept running (bench/benchy_driver.py in its venv): a cell a call."""
+
+    def __init__(self, venv: Path, tokenizer: Path, url: str, args) -> None:
+        command = [str(venv / "bin/python"), str(REPO / "bench/benchy_driver.py")]
+        command += ["--base-url", f"{url}/v1", "--model", MODEL_ALIAS]
+        command += ["--tokenizer", str(tokenizer), "--book-url", BOOK_URL, "--skip-coherence"]
+        command += ["--pp", str(args.pp), "--tg", str(args.tg), "--runs", str(args.runs)]
+        command += ["--enable-prefix-caching", "--exact-tg", "--latency-mode", "none"]
+        # Our sweep samples greedily (temperature 0); llama-benchy sends no temperature, so the
+        # server would sample its requests with its default chain: the same sampling for both.
+        command += ["--extra-body", json.dumps({"temperature": 0.0})]
+        self.log = open(Path(tempfile.mkdtemp()) / "benchy.log", "w")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True
+        )
+        self.runs = args.runs
+
+    def measure(self, *, depth: int, concurrency: int) -> list[dict]:
+        assert self.process.stdin and self.process.stdout
+        ask = {"depth": depth, "concurrency": concurrency, "runs": self.runs}
+        self.process.stdin.write(json.dumps(ask) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            self.log.flush()
+            tail = Path(self.log.name).read_text()[-3000:]
+            raise SystemExit(f"llama-benchy stopped:\n{tail}")
+        return json.loads(line)["benchmarks"]
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
+        self.log.close()
 
 
 def _ours(url: str, home: Path, args, *, kind: str) -> dict[str, Any]:
@@ -170,10 +201,10 @@ def _benchy_concurrency(runs: list[dict]) -> dict[int, dict[str, float | None]]:
     }
 
 
-def _cell(who, kind, level, server, work, venv, tokenizer, args) -> dict[int, dict]:
+def _cell(who, kind, level, server, work, benchy, args) -> dict[int, dict]:
     """One cell measured by one tool: {level: figures, with the server's own for its requests}."""
     start = server.log_path.stat().st_size
-    figures = _tool_cell(who, kind, level, server.base_url, work, venv, tokenizer, args)
+    figures = _tool_cell(who, kind, level, server.base_url, work, benchy, args)
     with open(server.log_path, "rb") as log:
         log.seek(start)
         text = log.read().decode("utf-8", "replace")
@@ -185,24 +216,18 @@ def _cell(who, kind, level, server, work, venv, tokenizer, args) -> dict[int, di
     return figures
 
 
-def _tool_cell(who, kind, level, url, work, venv, tokenizer, args) -> dict[int, dict]:
-    one = argparse.Namespace(**vars(args))
-    if kind == "depth":
-        one.depths = [level]
-    else:
-        one.concurrency = [level]
+def _tool_cell(who, kind, level, url, work, benchy: Benchy, args) -> dict[int, dict]:
     if who == "ours":
+        one = argparse.Namespace(**vars(args))
+        if kind == "depth":
+            one.depths = [level]
+        else:
+            one.concurrency = [level]
         run = _ours(url, work / "home", one, kind=kind)
         return (_our_depth if kind == "depth" else _our_concurrency)(run)
-    runs = _benchy(
-        venv,
-        tokenizer,
-        url,
-        one,
-        depths=[level] if kind == "depth" else [0],
-        concurrency=[1] if kind == "depth" else [level],
-    )
-    return (_benchy_depth if kind == "depth" else _benchy_concurrency)(runs)
+    if kind == "depth":
+        return _benchy_depth(benchy.measure(depth=level, concurrency=1))
+    return _benchy_concurrency(benchy.measure(depth=0, concurrency=level))
 
 
 _TIMING = re.compile(
@@ -250,7 +275,7 @@ def _server_figures(
         key=lambda r: r["end_s"],
     )[warmups:]
     if not shaped:
-        return {"decode": None, "prefill": None, "aggregate_decode": None, "n": 0}
+        return {"decode": None, "prefill": None, "aggregate_decode": None, "prompt_n": None, "n": 0}
     # Decode windows on the server's clock; their union is the time anything was decoding.
     spans = sorted((r["end_s"] - r["eval_ms"] / 1e3, r["end_s"]) for r in shaped)
     busy, start, end = 0.0, spans[0][0], spans[0][1]
@@ -263,6 +288,7 @@ def _server_figures(
         "decode": statistics.fmean(1e3 * (r["eval_n"] - 1) / r["eval_ms"] for r in shaped),
         "prefill": statistics.fmean(1e3 * r["prompt_n"] / r["prompt_ms"] for r in shaped),
         "aggregate_decode": sum(r["eval_n"] - 1 for r in shaped) / busy if busy > 0 else None,
+        "prompt_n": statistics.fmean(r["prompt_n"] for r in shaped),
         "n": len(shaped),
     }
 
@@ -302,6 +328,18 @@ def _fidelity(ours: list, theirs: list, cell: int, key: str, their_key: str, ser
     }
 
 
+def _same_count(rounds: list[dict[int, dict]], cell: int) -> float | None:
+    """Prefill as the tokens the server says it evaluated for a tool's requests ÷ that tool's
+    own TTFT: the tools' clocks compared on one count (llama-benchy counts the pp it asked for,
+    not the turn markers the server evaluates with it)."""
+    rates = []
+    for r in rounds:
+        row = r.get(cell, {})
+        evaluated, ttft = (row.get("server") or {}).get("prompt_n"), row.get("ttft")
+        rates.append(1e3 * evaluated / ttft if evaluated and ttft else None)
+    return _mean(rates)
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 4) if a and b else None
 
@@ -316,6 +354,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--slot-ctx", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=2, help="the server's threads")
     parser.add_argument("--out", default=str(REPO / "bench/sweep_fidelity.json"))
     args = parser.parse_args()
     args.depths = [int(d) for d in args.depths.split(",")]
@@ -326,6 +365,7 @@ def main() -> None:
     server = start_server(
         n_ctx=args.slots * args.slot_ctx,
         parallel=args.slots,
+        threads=args.threads,
         tools_template=False,
         log_dir=work,
         # With the slots' KV apart, two streams on slots with ids that are not consecutive
@@ -336,6 +376,7 @@ def main() -> None:
     ours: dict[str, list] = {"depth": [], "concurrency": []}
     theirs: dict[str, list] = {"depth": [], "concurrency": []}
     cells = [("depth", d) for d in args.depths] + [("concurrency", c) for c in args.concurrency]
+    benchy = Benchy(venv, tokenizer, server.base_url, args)
     try:
         for index in range(args.rounds):
             parts: dict[str, dict[str, dict]] = {
@@ -347,9 +388,7 @@ def main() -> None:
                 order = ("ours", "benchy") if (index + position) % 2 == 0 else ("benchy", "ours")
                 for who in order:
                     print(f"round {index + 1}: {kind} {level}: {who}", flush=True)
-                    parts[who][kind].update(
-                        _cell(who, kind, level, server, work, venv, tokenizer, args)
-                    )
+                    parts[who][kind].update(_cell(who, kind, level, server, work, benchy, args))
             for kind in ("depth", "concurrency"):
                 ours[kind].append(parts["ours"][kind])
                 theirs[kind].append(parts["benchy"][kind])
@@ -358,6 +397,7 @@ def main() -> None:
             Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
             _print(report)
     finally:
+        benchy.close()
         server.stop()
 
 
@@ -384,6 +424,8 @@ def _report(args, ours: dict[str, list], theirs: dict[str, list]) -> dict[str, A
                 row[ours_key].update(
                     _fidelity(ours["depth"], theirs["depth"], d, ours_key, their_key, server_key)
                 )
+        a, b = _same_count(ours["depth"], d), _same_count(theirs["depth"], d)
+        row["prefill_same_count"] = {"ours": a, "benchy": b, "ratio": _ratio(a, b)}
         depth_rows.append(row)
     conc_rows = []
     for c in args.concurrency:
@@ -413,6 +455,7 @@ def _report(args, ours: dict[str, list], theirs: dict[str, list]) -> dict[str, A
             "runs": args.runs,
             "slots": args.slots,
             "slot_ctx": args.slot_ctx,
+            "threads": args.threads,
         },
         "depth": depth_rows,
         "concurrency": conc_rows,
@@ -434,11 +477,12 @@ def _cell_text(figure: dict[str, Any]) -> str:
 def _print(report: dict[str, Any]) -> None:
     """Markdown tables: ours / benchy (raw ratio; ratio with each tool held to the server)."""
     print(
-        "\n| depth | cached | decode | prefill, evaluated ÷ TTFT | prefill as recorded | TTFT ms |"
+        "\n| depth | cached | decode | prefill, evaluated ÷ TTFT | prefill as recorded"
+        " | prefill, server's count ÷ each TTFT | TTFT ms |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for row in report["depth"]:
-        keys = ("decode", "prefill_evaluated", "prefill_recorded", "ttft")
+        keys = ("decode", "prefill_evaluated", "prefill_recorded", "prefill_same_count", "ttft")
         cells = " | ".join(_cell_text(row[k]) for k in keys)
         print(f"| {row['depth']} | {_fmt(row['depth_tokens'], 0)} | {cells} |")
     print("\n| streams | aggregate decode | per stream | TTFT ms | ours, sends to last token |")

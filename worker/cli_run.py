@@ -18,6 +18,7 @@ from worker.cli_format import (
     table,
     versions,
 )
+from worker.engine.comparability import task_state
 from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
 from worker.engine.scoring import SPEED_SUITES
 
@@ -59,11 +60,11 @@ def print_header(out: Console, prep) -> None:
     )
     harness = f" · harness {config.harness}" if config.harness != "raw" else ""
     variant = f" ({config.harness_variant})" if config.harness_variant else ""
-    say(
-        out,
-        f"profile {prep.profile_name} · {task_count} tasks{trials}{harness}{variant}",
-        indent="  ",
-    )
+    chosen = f"profile {prep.profile_name}"
+    if prep.benchmark_profile == "custom":
+        # --suites without a profile's set: no profile's tasks to be measured against.
+        chosen = f"suites {','.join(prep.tasks)} (a custom selection)"
+    say(out, f"{chosen} · {task_count} tasks{trials}{harness}{variant}", indent="  ")
 
 
 def _speed_tasks(bundle: Mapping[str, Any]) -> Table | None:
@@ -114,6 +115,13 @@ def _summary_median(summary: object) -> object:
 def _depth_table(block: Mapping[str, Any]) -> Table:
     each = f"medians of {block.get('trials')} trials, {block['prompt_tokens']} new tokens"
     grid = table(f"Speed at depth ({each})")
+    if block.get("server_context"):
+        # Where the context came from (the server's, or Ollama's num_ctx for the model's own).
+        source = block.get("context_source") or "source not recorded"
+        context = fmt_unit(block["server_context"], "tokens")
+        # Text, not markup: a source is a string from the bundle.
+        grid.caption = Text(f"depth cells ran in a context of {context} tokens ({source})")
+        grid.caption_justify = "left"
     grid.add_column("depth", justify="right", no_wrap=True)
     for header in ("cached\ntokens", "prefill\ntok/s", "decode\ntok/s", "TTFT\nms"):
         grid.add_column(header, justify="right", no_wrap=True)
@@ -218,9 +226,20 @@ def reasoning_lines(bundle: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _cell_status(task: Mapping[str, Any]) -> object:
+    """A sweep cell's status (measured, skipped); "measured" for any other task."""
+    cell = (task.get("metadata") or {}).get("cell")
+    return cell.get("status") if isinstance(cell, dict) else "measured"
+
+
 def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     comparability = bundle["comparability"]
     scored = f"{comparability['tasks_scored']} of {comparability['tasks_expected']} tasks scored"
+    if bundle.get("benchmark_profile") == "custom":
+        # The coverage counts a profile's tasks; a custom selection is counted on its own.
+        ran = [t for suite in bundle["suites"].values() for t in suite.get("tasks") or []]
+        done = sum(task_state(t) is None and _cell_status(t) == "measured" for t in ran)
+        scored = f"{done} of {len(ran)} selected tasks scored or measured (a custom selection)"
     ranked = "comparable" if bundle.get("comparable") else "not comparable"
     say(out, f"status: {bundle['status']} · {scored} · {ranked}", style="bold")
     for reason in comparability["reasons"]:

@@ -110,6 +110,12 @@ def test_the_run_completes_and_its_bundle_validates(ollama_run) -> None:
     assert validation_errors(bundle) == []
     upload = json.loads((REPO / "runs/schemas/upload-1.schema.json").read_text())
     assert list(jsonschema.Draft202012Validator(upload).iter_errors(bundle)) == []
+    # --suites names no profile: the CLI counts the selection, not the default profile's tasks
+    # (the speed task and 4 depth and 2 concurrency cells; the 2 deepest skipped).
+    assert bundle["benchmark_profile"] == "custom"
+    said = " ".join(done.stdout.split())
+    assert "suites speed,speed_sweep (a custom selection) · 7 tasks" in said
+    assert "5 of 7 selected tasks scored or measured (a custom selection)" in said
 
 
 def test_depth_cells_run_up_to_the_model_s_context(ollama_run) -> None:
@@ -117,6 +123,9 @@ def test_depth_cells_run_up_to_the_model_s_context(ollama_run) -> None:
     block = bundle["sweeps"]["depth"]
     assert block["server_context"] == DEPTH_CTX
     assert block["context_source"] == "ollama num_ctx (model context 8192)"
+    # The CLI's depth table says so too (its caption may wrap: compare the words).
+    said = " ".join(done.stdout.split())
+    assert "context of 5,120 tokens (ollama num_ctx (model context 8192))" in said
     cells = _cells(bundle)
     assert cells[0]["status"] == cells[4096]["status"] == "measured"
     assert cells[0]["n"] == cells[4096]["n"] == TRIALS

@@ -125,6 +125,11 @@ def test_a_known_variant_reaches_the_agents_spec(operator, alice_key) -> None:
     known = sorted(variants("aider"))
     assert known == ["diff", "whole"]
     body = JOB | {"harness": "aider", "profile": "matrix", "harness_variant": known[0]}
-    response = post_json(Client(), "/api/v1/jobs", body, alice_key)
+    response = post_json(Client(), "/api/v1/jobs", body | {"max_tokens": 256}, alice_key)
     assert response.status_code == 202, response.content
     assert job_spec(BenchmarkJob.objects.get())["harness_variant"] == known[0]
+    # The job's own answer, and a later look at it, say how it will run.
+    again = Client().get(f"/api/v1/jobs/{response.json()['id']}").json()
+    for shown in (response.json(), again):
+        assert (shown["harness"], shown["harness_variant"]) == ("aider", known[0])
+        assert (shown["max_tokens"], shown["thinking_budget"]) == (256, None)

@@ -11,8 +11,7 @@ bands). The walk then fetches every public page, chart, export, feed, share imag
 card draws) and API answer, and fails on any speed figure that lies in no band.
 
 The leaderboard, landing page, exports, feeds and board API are built by the board's part of
-issue 15; they are walked here too. The labelled all-hardware view must show no speed at all:
-that test is marked xfail (strict) until the board's all-hardware view is merged.
+issue 15; they are walked here too. The labelled all-hardware view must show no speed at all.
 """
 
 from __future__ import annotations
@@ -203,13 +202,10 @@ def test_no_public_surface_pools_speed_across_hardware_classes(client: Client) -
         assert hw_class(slug).label in html
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the board's all-hardware view (issue 15, board part) is not merged yet"
-)
 def test_the_all_hardware_view_is_labelled_and_shows_no_speed(client: Client) -> None:
     _plant()
     html = client.get(ALL_HARDWARE_VIEW).content.decode()
-    assert "mixes machines" in html.lower() or "mixes hardware" in html.lower()
+    assert "All hardware: these rows mix machines." in html
     assert speed_figures(html) == []
 
 

@@ -9,9 +9,9 @@ Each round measures every cell with both tools back to back, who goes first alte
 to cell and round to round; llama-benchy's depth cells use ``--enable-prefix-caching`` (a
 context-load request, then the measured one), as ours do. llama-benchy runs from its own venv
 (``$BENCHY_VENV``, default /work/venv-benchy), its runner kept running between cells
-(bench/benchy_driver.py), so the two tools' cells are seconds apart, with a tokenizer.json
-built from the same GGUF
-(bench/gguf_tokenizer.py) and a corpus of our own filler text (no network). Figures are means
+(bench/benchy_driver.py), so the two tools' cells are seconds apart, with a tokenizer.json built
+from the same GGUF (bench/gguf_tokenizer.py) and a corpus of our own filler text (no network,
+never repeating: words drawn at random from our notes). Figures are means
 over a cell's trials (llama-benchy reports means), then over rounds: ours ÷ benchy per cell.
 
 Prefill at depth is compared three ways: as our bundle records it (``prefill_tps`` from

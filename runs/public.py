@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from worker.engine.redact import REDACTED, redact_command, redact_text
+from worker.engine.sweeps import cell_status
 
 __all__ = [
     "NOTE_FIELDS",
@@ -82,16 +83,6 @@ def verifier_notes(metadata: dict) -> list[tuple[str, str]]:
         if text:
             notes.append((name.replace("_", " "), redact_text(text[:300])))
     return notes
-
-
-_CELL_STATUSES = ("measured", "skipped", "failed")
-
-
-def cell_status(metadata: dict) -> str | None:
-    """A sweep cell's status (measured, skipped or failed) from its task's metadata, or None."""
-    cell = (metadata or {}).get("cell") if isinstance(metadata, dict) else None
-    status = cell.get("status") if isinstance(cell, dict) else None
-    return status if status in _CELL_STATUSES else None
 
 
 def reasoning_tokens(metadata: dict) -> int | None:

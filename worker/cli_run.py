@@ -21,6 +21,7 @@ from worker.cli_format import (
 from worker.engine.comparability import task_state
 from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
 from worker.engine.scoring import SPEED_SUITES
+from worker.engine.sweeps import cell_status
 
 # The run summary's columns: (key in speed_summary, header, unit).
 _SUMMARY_COLUMNS = (
@@ -226,19 +227,17 @@ def reasoning_lines(bundle: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _cell_status(task: Mapping[str, Any]) -> object:
-    """A sweep cell's status (measured, skipped); "measured" for any other task."""
-    cell = (task.get("metadata") or {}).get("cell")
-    return cell.get("status") if isinstance(cell, dict) else "measured"
-
-
 def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     comparability = bundle["comparability"]
     scored = f"{comparability['tasks_scored']} of {comparability['tasks_expected']} tasks scored"
     if bundle.get("benchmark_profile") == "custom":
         # The coverage counts a profile's tasks; a custom selection is counted on its own.
         ran = [t for suite in bundle["suites"].values() for t in suite.get("tasks") or []]
-        done = sum(task_state(t) is None and _cell_status(t) == "measured" for t in ran)
+        # A sweep cell counts when measured; any other task has no cell status.
+        done = sum(
+            task_state(t) is None and cell_status(t.get("metadata")) in (None, "measured")
+            for t in ran
+        )
         scored = f"{done} of {len(ran)} selected tasks scored or measured (a custom selection)"
     ranked = "comparable" if bundle.get("comparable") else "not comparable"
     say(out, f"status: {bundle['status']} · {scored} · {ranked}", style="bold")

@@ -98,6 +98,16 @@ def depth_provider(prep: PreparedRun, facts: Mapping[str, Any]) -> Provider | No
     return OllamaProvider(provider.transport, provider.model, num_ctx=context)
 
 
+_CELL_STATUSES = ("measured", "skipped", "failed")
+
+
+def cell_status(metadata: object) -> str | None:
+    """A sweep cell's status (measured, skipped or failed) from its task's metadata, or None."""
+    cell = metadata.get("cell") if isinstance(metadata, dict) else None
+    status = cell.get("status") if isinstance(cell, dict) else None
+    return status if status in _CELL_STATUSES else None
+
+
 def sweeps_block(suites: Mapping[str, Any], trials: int | None) -> Sweeps | None:
     """``sweeps`` from the speed_sweep suite's task records; None when the run has none."""
     suite = suites.get(SWEEP_SUITE)

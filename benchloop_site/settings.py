@@ -377,12 +377,17 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-# Demo mode marks the embedded default in the page header, so nobody mistakes it for real data.
-BENCHLOOP_DEMO_BANNER = env_bool("BENCHLOOP_DEMO_BANNER", DEBUG)
+# The "demo data" banner, for a site that holds synthetic runs (scripts/serve.sh sets it when
+# asked to seed them), so nobody mistakes them for measurements.
+BENCHLOOP_DEMO_BANNER = env_bool("BENCHLOOP_DEMO_BANNER", False)
 
-# Where seed_demo finds the earlier product's real data files (the repo's sibling shared/ folder).
+# Where seed_real and seed_demo find the earlier product's real data files (the repo's sibling
+# shared/ folder), and seed_real the community measurements (runs/methods.py names the sources).
 BENCHLOOP_FIXTURES_DIR = Path(
     os.environ.get("BENCHLOOP_FIXTURES_DIR", BASE_DIR.parent / "shared" / "fixtures" / "benchloop")
+)
+BENCHLOOP_REAL_DATA_DIR = Path(
+    os.environ.get("BENCHLOOP_REAL_DATA_DIR", BASE_DIR.parent / "shared" / "data" / "real")
 )
 
 # Lab jobs: how often a running job reports in, and after how much silence it is presumed lost.

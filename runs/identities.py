@@ -172,7 +172,8 @@ def rederive_hardware(models: Models) -> int:
 
 
 def _stack_fields(row: dict) -> dict:
-    return {name: row[name] for name in STACK_FIELDS}
+    # "method" joined the identity later (runs 0010): earlier migrations' models lack it.
+    return {name: row[name] for name in (*STACK_FIELDS, "method") if name in row}
 
 
 def rederive_stacks(models: Models, only: Q | None = None) -> int:
@@ -182,7 +183,9 @@ def rederive_stacks(models: Models, only: Q | None = None) -> int:
     `only` limits it to some stacks (a rename of one field's values: the renamed stacks and
     the ones they may now coincide with)."""
     chosen = models.stack.objects.filter(only) if only is not None else models.stack.objects
-    rows = list(chosen.order_by("id").values("id", "comparability_key", *STACK_FIELDS))
+    names = [f.name for f in models.stack._meta.get_fields()]
+    extra = ["method"] if "method" in names else []
+    rows = list(chosen.order_by("id").values("id", "comparability_key", *STACK_FIELDS, *extra))
 
     def repoint(losers: list[int], keep: int) -> None:
         models.run.objects.filter(stack_id__in=losers).update(stack_id=keep)

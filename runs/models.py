@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from django.db import models
 from django.db.models import Q
 
-from runs import identities, labels, normalize
+from runs import identities, labels, methods, normalize
 
 # A run's suites, tasks and trials are defined beside it, and are this module's too.
 from runs.results import SpeedSample as SpeedSample
@@ -157,6 +157,9 @@ class Stack(models.Model):
     kv_cache_type = models.CharField(max_length=40, blank=True)
     draft_model = models.CharField(max_length=300, blank=True)
     launch_settings = models.JSONField(default=dict, blank=True)
+    # How its speeds were measured (runs.methods): part of the identity, so a lane never
+    # pools two methods.
+    method = models.CharField(max_length=30, default=methods.DEFAULT_METHOD, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Denormalised by runs.services.refresh_stack_stats (run by a worker after moderation), so
     # the leaderboard reads one row per stack instead of aggregating every run on each request.
@@ -188,7 +191,17 @@ class Stack(models.Model):
         parts.append(f"· {self.engine}")
         if self.draft_model:
             parts.append(f"+ draft {self.draft_model}")
+        if self.method != methods.DEFAULT_METHOD:
+            parts.append(f"({methods.method_label(self.method)})")
         return " ".join(parts)
+
+    @property
+    def method_label(self) -> str:
+        return methods.method_label(self.method)
+
+    @property
+    def is_imported(self) -> bool:
+        return methods.is_imported(self.method)
 
     @property
     def short_key(self) -> str:
@@ -220,6 +233,7 @@ class Stack(models.Model):
             "kv_cache_type": fields["kv_cache_type"],
             "draft_model": normalize.normalise_model_id(fields["draft_model"]),
             "launch_settings": normalize.normalise_launch_settings(fields["launch_settings"]),
+            "method": fields.get("method") or methods.DEFAULT_METHOD,
         }
         stack, _ = cls.objects.get_or_create(comparability_key=key, defaults=defaults)
         return stack
@@ -243,6 +257,11 @@ class SourceFormat(models.TextChoices):
     LEADERBOARD_V1 = "leaderboard-v1", "leaderboard-v1.json speed stack"
     SPEED_JSONL = "speed-jsonl", "speed-probe JSONL"
     DEMO = "demo", "synthetic demo"
+    LLAMA_BENCH = "llama-bench", "llama-bench output"
+    LLAMA_BENCHY = "llama-benchy", "llama-benchy output"
+    LOCALMAXXING = "localmaxxing", "LocalMaxxing leaderboard row"
+    LLMFIT = "llmfit", "llmfit community submission"
+    CLUB_5060TI = "club-5060ti", "club-5060ti result"
 
 
 class Visibility(models.TextChoices):
@@ -367,6 +386,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     source_format = models.CharField(max_length=20, choices=SourceFormat.choices)
+    # How the speeds were measured (runs.methods; the stack's too), and where a measurement we
+    # did not make came from (source, repository, commit, path, row id, licence, repeats).
+    method = models.CharField(max_length=30, default=methods.DEFAULT_METHOD)
+    provenance = models.JSONField(default=dict, blank=True)
     visibility = models.CharField(
         max_length=10, choices=Visibility.choices, default=Visibility.PUBLIC
     )
@@ -430,6 +453,22 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stack} @ {self.started_at:%Y-%m-%d}"
+
+    @property
+    def method_label(self) -> str:
+        return methods.method_label(self.method)
+
+    @property
+    def is_imported(self) -> bool:
+        return methods.is_imported(self.method)
+
+    @property
+    def trust_tier(self) -> str:
+        return methods.trust_tier(self.method, is_verified=self.is_verified)
+
+    @property
+    def provenance_url(self) -> str:
+        return methods.provenance_url(self.provenance)
 
     @property
     def is_legacy(self) -> bool:

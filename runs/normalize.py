@@ -7,6 +7,8 @@ import json
 import re
 from collections.abc import Mapping
 
+from runs.methods import DEFAULT_METHOD
+
 _TRADEMARKS = re.compile(r"\((?:r|tm|c)\)|™|®", re.IGNORECASE)
 _GPU_NOISE = re.compile(
     r"\b(?:nvidia|geforce|amd|ati|radeon|corporation|graphics|integrated gpu|gpu|hbm\d?e?)\b",
@@ -15,7 +17,7 @@ _GPU_NOISE = re.compile(
 _MEMORY_SUFFIX = re.compile(r"\b\d+(?:\.\d+)?\s*gb\b", re.IGNORECASE)
 _CPU_NOISE = re.compile(
     r"\b(?:cpu|processor|\d+-core|\d+(?:st|nd|rd|th) gen)\b|@\s*[\d.]+\s*ghz"
-    r"|(?:\bwith|\sw/)\s+radeon(?:\s+\w*\d\w*)?\s+graphics\b",
+    r"|(?:\bwith|\sw/)\s+radeon(?:\s+\w*\d\w*)?(?:\s+graphics)?\b",
     re.IGNORECASE,
 )
 _SPACES = re.compile(r"\s+")
@@ -495,13 +497,17 @@ def stack_identity(
     kv_cache_type: str,
     draft_model: str,
     launch_settings: dict | None,
+    method: str = DEFAULT_METHOD,
 ) -> str:
     """The comparability key: runs with the same key measured the same thing. It covers
     everything that changes a result apart from the hardware: the model and its weights
-    digest, quantization, engine, harness, context, KV-cache type, draft model and the
-    recorded launch settings."""
+    digest, quantization, engine, harness, context, KV-cache type, draft model, the
+    recorded launch settings and the measurement method (runs.methods). Our own method adds
+    nothing to the key, so the keys stored before methods existed stay as they were."""
+    method_part = {} if (method or DEFAULT_METHOD) == DEFAULT_METHOD else {"method": method}
     return canonical_hash(
         {
+            **method_part,
             "model": normalise_model_id(model_id).lower(),
             "quant": normalise_quant(quantization),
             "sha256": normalise_digest(model_sha256),

@@ -162,8 +162,14 @@ class Weights:
         return self.active_b < self.total_b
 
 
-def model_weights(model_id: str, params_b: float | None) -> Weights | None:
-    """Total and active parameters (billions), or None when the size is unknown."""
+def model_weights(
+    model_id: str, params_b: float | None, declared_active_b: float | None = None
+) -> Weights | None:
+    """Total and active parameters (billions), or None when the size is unknown.
+
+    `params_b` comes from the model's name where it has one (the stack's), else from what the
+    run declared; `declared_active_b` (an imported row's stated MoE active size) is used only
+    when the name says nothing of experts, so a name cannot be outvoted by a claim."""
     name = normalize.normalise_model_id(model_id).lower()
     for pattern, total, active in MOE_MODELS:
         if re.search(pattern, name) and _size_fits(params_b, total, active):
@@ -179,6 +185,12 @@ def model_weights(model_id: str, params_b: float | None) -> Weights | None:
         # Unknown routing: at least one expert's worth is active.
         return Weights(
             count * size, size, f"MoE {count}x{size:g}B: at least {size:g}B params active"
+        )
+    if params_b and declared_active_b and 0 < declared_active_b < params_b:
+        return Weights(
+            params_b,
+            declared_active_b,
+            f"MoE: {declared_active_b:g}B of {params_b:g}B params active (as declared)",
         )
     if params_b:
         return Weights(params_b, params_b, f"{params_b:g}B params")
@@ -280,6 +292,7 @@ def ceilings(
     model_id: str,
     params_b: float | None,
     quantization: str,
+    declared_active_b: float | None = None,
 ) -> Ceilings | Unknown:
     """Decode and prefill ceilings for a stack on a machine, or why none is known."""
     source = machine_source(
@@ -287,7 +300,7 @@ def ceilings(
     )
     if isinstance(source, Unknown):
         return source
-    weights = model_weights(model_id, params_b)
+    weights = model_weights(model_id, params_b, declared_active_b)
     if weights is None:
         return Unknown(
             f"the parameter count of {normalize.normalise_model_id(model_id)!r} is unknown"

@@ -35,7 +35,9 @@ def fingerprint(record: RunRecord) -> str:
     return normalize.canonical_hash(
         {
             "id": record.client_run_id,
-            "at": record.started_at.isoformat(),
+            # A table with no time in it (llama-bench's Markdown) is dated when it is read:
+            # its id, worked out from its content, is what makes it the same run again.
+            "at": "" if "started_at" in record.sources else record.started_at.isoformat(),
             "model": normalize.normalise_model_id(record.model_id),
             "profile": record.profile,
             "manifest": record.manifest_hash,
@@ -110,6 +112,7 @@ def _stack_fields(record: RunRecord) -> dict:
         "kv_cache_type": record.kv_cache_type,
         "draft_model": record.draft_model,
         "launch_settings": record.launch_settings,
+        "method": record.method,
     }
 
 
@@ -169,6 +172,8 @@ def new_run(
         started_at=record.started_at,
         total_runtime_sec=record.total_runtime_sec,
         source_format=record.source_format,
+        method=record.method,
+        provenance=record.provenance,
         visibility=record.visibility,
         is_demo=is_demo,
         # A lab run measured while other work loaded the machine is not published as verified.

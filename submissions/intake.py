@@ -22,6 +22,7 @@ from runs import bulk, limits
 from runs.importers.records import RunRecord
 from runs.models import Hardware, Outcome, Run, Stack, Visibility
 from runs.services import fingerprint, new_run, refresh_stack_stats, resolve_identities
+from submissions import integrity
 from submissions.models import ApiKey, Channel, Status, Submission
 
 
@@ -157,6 +158,25 @@ def _imported(record: RunRecord, key: str, status: str, **options) -> NewRun:
     )
 
 
+def check_imported(entries: list[NewRun]) -> None:
+    """The upload's plausibility checks (submissions.integrity) on imported runs: one that
+    fails is stored flagged, so it waits for a moderator and is not published. Resolves each
+    entry's identity on the way (store_runs then needs no second lookup)."""
+    unresolved = [entry for entry in entries if entry.identity is None]
+    for entry, identity in zip(
+        unresolved, resolve_identities([e.record for e in unresolved]), strict=True
+    ):
+        entry.identity = identity
+    for entry in entries:
+        if entry.is_demo or entry.status != Status.APPROVED:
+            continue
+        stack, hardware = entry.identity  # type: ignore[misc]
+        reasons = integrity.check_run(entry.record, stack=stack, hardware=hardware)
+        if reasons:
+            entry.status = Status.FLAGGED
+            entry.flag_reasons = reasons
+
+
 def import_records(
     records: Iterable[RunRecord],
     *,
@@ -166,10 +186,12 @@ def import_records(
     is_demo: bool = False,
     is_verified: bool = False,
     refresh_stats: bool = True,
+    check: bool = False,
 ) -> ImportResult:
     """Store every record not already present, atomically; refresh the stacks they touch
     (unless the caller refreshes them itself, once for many files). A record that a column
-    cannot hold raises FormatError (runs.limits) and nothing is stored."""
+    cannot hold raises FormatError (runs.limits) and nothing is stored. With `check`, each
+    run meets the upload's plausibility checks (check_imported), as import_results' do."""
     result = ImportResult()
     with transaction.atomic():
         for record in records:
@@ -191,6 +213,8 @@ def import_records(
                 # A savepoint per run: a concurrent importer that wins the race turns this
                 # run into a skip instead of aborting the whole file.
                 with transaction.atomic():
+                    if check:
+                        check_imported([entry])
                     (submission,) = store_runs([entry])
             except IntegrityError:
                 if not Run.objects.filter(fingerprint=key).exists():
@@ -211,7 +235,8 @@ def import_batch(
 ) -> list[ImportResult]:
     """Many files' records in one store_runs call; the same outcome as import_records on
     each file in turn (present or repeated runs are skipped), without refreshing stacks.
-    Every record must have passed check_record (import_results rejects a file that does not).
+    Every record must have passed check_record (import_results rejects a file that does not),
+    and every run meets the upload's plausibility checks (check_imported).
 
     All of it is one savepoint. Should a concurrent importer insert one of these runs first,
     the savepoint is undone and the files go through import_records one at a time.
@@ -222,7 +247,12 @@ def import_batch(
     except IntegrityError:
         return [
             import_records(
-                records, channel=channel, status=status, source_name=name, refresh_stats=False
+                records,
+                channel=channel,
+                status=status,
+                source_name=name,
+                refresh_stats=False,
+                check=True,
             )
             for name, records in files
         ]
@@ -249,6 +279,7 @@ def _import_batch(
             entry = _imported(record, key, status, channel=channel, source_name=name)
             new.append((entry, result))
         results.append(result)
+    check_imported([entry for entry, _result in new])
     submissions = store_runs([entry for entry, _result in new])
     for submission, (_entry, result) in zip(submissions, new, strict=True):
         result.created.append(submission.run)

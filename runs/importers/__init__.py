@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runs.importers.community import detect_community, parse_community
 from runs.importers.exports import (
     parse_leaderboard_v1,
     parse_leaderboard_v2,
     parse_speed_jsonl,
 )
+from runs.importers.external import detect_external, parse_external
 from runs.importers.records import (
     FormatError,
+    HardwareRecord,
     JsonText,
     Node,
     RunRecord,
@@ -40,25 +43,65 @@ def parse_path(path: Path, *, model_id: str = "") -> list[RunRecord]:
     return _parse_file(path, model_id)[0]
 
 
-def _parse_file(path: Path, model_id: str) -> tuple[list[RunRecord], str, object]:
-    """(records, the file's text, its parsed JSON document or None for JSONL)."""
+# Files a folder walk reads: our JSON and JSONL, and the tables other tools write.
+DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".md", ".sql", ".txt")
+# Beside the data in the sources' folders, and never results: passed over in a folder walk.
+NOT_RESULTS = ("readme.md", "license", "license.md", "schema.json")
+
+
+def is_results_file(path: Path) -> bool:
+    """Whether a folder walk should read this file (a file named on its own is always read)."""
+    name = path.name.lower()
+    return (
+        path.suffix.lower() in DATA_SUFFIXES
+        and name not in NOT_RESULTS
+        and not name.endswith(".schema.json")
+    )
+
+
+def _parse_file(
+    path: Path, model_id: str, hardware: HardwareRecord | None = None
+) -> tuple[list[RunRecord], str, object]:
+    """(records, the file's text, its parsed JSON document or None for other text)."""
     if path.stat().st_size > MAX_FILE_BYTES:
         raise FormatError("", f"file is larger than {MAX_FILE_BYTES // 2**20} MiB")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise FormatError(f"byte {exc.start}", "not UTF-8 text") from None
-    if path.suffix == ".jsonl":
+    if path.suffix == ".jsonl" and not detect_external(text, path.name):
         return [public_fields(r) for r in parse_speed_jsonl(text, model_id=model_id)], text, None
+    if path.suffix != ".json":
+        return _parse_text(path, text, hardware), text, None
     document = load_json(text, position="line {line} column {column}")
+    if detect_community(path, document):
+        return [public_fields(r) for r in parse_community(path, text, document)], text, document
+    if detect_external(text, path.name):
+        return _parse_text(path, text, hardware), text, document
     return parse_document(document), text, document
 
 
-def read_file(path: Path, model_id: str = "") -> tuple[list[RunRecord], str]:
+def _parse_text(path: Path, text: str, hardware: HardwareRecord | None) -> list[RunRecord]:
+    """A table or listing another tool wrote: llama-bench's or llama-benchy's, or a
+    community source's CSV; `hardware` stands in where the file names none."""
+    if detect_community(path, None):
+        return [public_fields(r) for r in parse_community(path, text, None)]
+    if not detect_external(text, path.name):
+        raise FormatError(
+            "", "not a format BenchLoop reads (llama-bench, llama-benchy, a BenchLoop file)"
+        )
+    source = "override" if hardware is not None else "submitter"
+    records = parse_external(text, filename=path.name, hardware=hardware, hardware_source=source)
+    return [public_fields(r) for r in records]
+
+
+def read_file(
+    path: Path, model_id: str = "", hardware: HardwareRecord | None = None
+) -> tuple[list[RunRecord], str]:
     """(records, "") or ([], why the file is rejected), for parser processes: payloads and
-    task metadata come back as JsonText."""
+    task metadata come back as JsonText. `hardware` is for files that name none."""
     try:
-        records, text, document = _parse_file(path, model_id)
+        records, text, document = _parse_file(path, model_id, hardware)
     except FormatError as exc:
         return [], str(exc)
     except OSError as exc:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runs import bounds
+from runs.methods import DEFAULT_METHOD
 from worker.engine.scoring import is_speed_only
 
 MAX_STRING = 2000
@@ -177,6 +178,13 @@ class RunRecord:
     # The input path of a value read from somewhere other than its own field (a context
     # length parsed out of command_used), so that an error about it names what was sent.
     sources: dict[str, str] = field(default_factory=dict)
+    # How the speeds were measured (runs.methods), and for a measurement we did not make,
+    # where it came from: source, repository, commit, path, row id, licence, repeats.
+    method: str = DEFAULT_METHOD
+    provenance: dict = field(default_factory=dict)
+    # Where the hardware came from: "file" (the file named it), "submitter" (the machine that
+    # ran `benchloop submit --from`), "override" (--hardware); "" for our own bundles.
+    hardware_source: str = ""
 
 
 def settle_scale(record: RunRecord) -> RunRecord:

@@ -17,7 +17,7 @@ from runs.importers import parse_run_payload
 from runs.importers.records import RunRecord
 from runs.models import Hardware, HardwareClass, Run
 from submissions.intake import import_batch, import_records
-from submissions.management.commands.seed_demo import FIXTURE_FILES
+from submissions.seeding import FIXTURE_FILES
 
 SMOKE = "generated/v3-smoke-local-run.json"
 

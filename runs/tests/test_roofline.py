@@ -84,6 +84,18 @@ def test_moe_counts_only_active_weights() -> None:
     assert moe.decode_tps > 9 * dense.decode_tps
 
 
+def test_a_declared_active_size_counts_only_where_the_name_says_nothing_of_experts() -> None:
+    # An imported row that states its MoE sizes (LocalMaxxing's params and activeParams).
+    declared = _ceilings(model_id="some-org/Nemotron-Nano", params_b=32.0, declared_active_b=3.0)
+    assert declared.weights.active_b == 3.0 and "as declared" in declared.weights.note
+    # A name that knows its experts is not outvoted by a smaller claim.
+    named = _ceilings(model_id="qwen3:30b-a3b", params_b=30.0, declared_active_b=0.5)
+    assert named.weights.active_b == pytest.approx(3.3)
+    # A claim that is not smaller than the whole is not an MoE.
+    dense = _ceilings(model_id="org/dense-model", params_b=8.0, declared_active_b=8.0)
+    assert dense.weights.active_b == 8.0
+
+
 def test_multi_gpu_sums_bandwidth_as_if_tensor_parallel() -> None:
     one = _ceilings(gpu_model="RTX 3090")
     two = _ceilings(gpu_model="RTX 3090", gpu_count=2)

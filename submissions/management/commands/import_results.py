@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -12,11 +12,13 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from runs.importers import RunRecord, read_file
+from runs.importers import FormatError, RunRecord, is_results_file, read_file
+from runs.importers.hardware_text import parse_hardware_text
 from runs.services import refresh_stack_stats, resolve_identities
 from submissions.intake import import_batch, records_problem
+from submissions.models import Submission
+from submissions.seeding import describe
 
-DATA_SUFFIXES = (".json", ".jsonl")
 # Files imported between two commits: one commit per file spent most of its time waiting for
 # the disk, and refreshing the same stacks after every file repeated the same queries.
 FILES_PER_COMMIT = 50
@@ -36,16 +38,28 @@ class Command(BaseCommand):
             "--model", default="", help="model id for speed-probe JSONL, which does not name one"
         )
         parser.add_argument(
+            "--hardware",
+            default="",
+            help="the machine a file that names none was measured on (e.g. 'RTX 4090 24 GB')",
+        )
+        parser.add_argument(
             "--jobs",
             type=int,
             default=os.cpu_count() or 1,
             help="processes that parse files while this one writes (1: parse here)",
         )
 
-    def handle(self, *args, paths: list[Path], model: str, jobs: int, **options) -> None:
+    def handle(
+        self, *args, paths: list[Path], model: str, hardware: str, jobs: int, **options
+    ) -> None:
+        try:
+            self.hardware = parse_hardware_text(hardware) if hardware else None
+        except FormatError as exc:
+            raise CommandError(f"--hardware: {exc.message}") from None
         files = self._expand(paths)
         parallel = jobs > 1 and len(files) >= PARALLEL_FROM
         self.created = self.skipped = self.rejected = 0
+        self.run_ids: list[int] = []
         touched: set[int] = set()
         try:
             with ThreadPoolExecutor(max_workers=WRITERS) as writers:
@@ -73,6 +87,10 @@ class Command(BaseCommand):
             f"total: {self.created} created, {self.skipped} skipped, "
             f"{self.rejected} file(s) rejected"
         )
+        # What the upload's plausibility checks held back, per source (runs.methods).
+        statuses = Submission.objects.filter(run_id__in=self.run_ids)
+        for line in describe(Counter(statuses.values_list("run__method", "status"))):
+            self.stdout.write(line)
         if self.rejected:
             raise CommandError(f"{self.rejected} file(s) rejected; nothing from them was imported")
 
@@ -88,6 +106,7 @@ class Command(BaseCommand):
                 continue
             result = next(written)
             touched |= result.stack_ids
+            self.run_ids += [run.id for run in result.created]
             self.created += len(result.created)
             self.skipped += len(result.skipped)
             self.stdout.write(
@@ -101,21 +120,23 @@ class Command(BaseCommand):
     ) -> Iterator[list[tuple[Path, list[RunRecord], str]]]:
         """Files in batches of FILES_PER_COMMIT, in order, parsed by `jobs` processes."""
         if jobs <= 1:
-            parsed = (read_file(path, model) for path in files)
+            parsed = (read_file(path, model, self.hardware) for path in files)
             yield from _batches(files, parsed)
             return
         # Spawned, not forked: a forked child would share this process's database socket.
         # read_file's module needs no Django, so the children start in a fraction of a second.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            parsed = pool.map(read_file, files, [model] * len(files), chunksize=8)
+            parsed = pool.map(
+                read_file, files, [model] * len(files), [self.hardware] * len(files), chunksize=8
+            )
             yield from _batches(files, parsed)
 
     def _expand(self, paths: list[Path]) -> list[Path]:
         files: list[Path] = []
         for path in paths:
             if path.is_dir():
-                files.extend(sorted(p for p in path.rglob("*") if p.suffix in DATA_SUFFIXES))
+                files.extend(sorted(p for p in path.rglob("*") if is_results_file(p)))
             elif path.exists():
                 files.append(path)
             else:

@@ -1,12 +1,11 @@
-"""manage.py seed_demo: real fixture files plus synthetic demo stacks, marked as demo."""
+"""manage.py seed_demo: real fixture files plus synthetic demo stacks, marked as demo (for the
+page tests and scale benchmarks; a fresh install seeds real data only: seed_real)."""
 
 from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 
@@ -19,22 +18,13 @@ from runs.demo import (
     fits,
     machines_for,
 )
-from runs.importers import FormatError, parse_path
 from runs.importers.records import RunRecord
 from runs.models import Run
 from runs.services import refresh_stack_stats
 from submissions.intake import NewRun, import_records, store_runs
 from submissions.models import Channel, Status
+from submissions.seeding import import_fixture_files
 
-# leaderboard.json is left out: its source repository has no licence (tests only).
-FIXTURE_FILES = [
-    "leaderboard-v1.json",
-    "generated/v3-full-local/run.json",
-    "generated/v3-smoke-local-run.json",
-    "generated/v3-custom-remote/run.json",
-    "generated/v2-0.2.3-local/run.json",
-    "generated/bench_results.jsonl",
-]
 BATCH = 2000
 REJECTED_SHARE = 0.05
 # How the small demo's uploads fared: the flagged and rejected ones are attempts, not runs.
@@ -56,7 +46,7 @@ class Command(BaseCommand):
         if Run.objects.filter(is_demo=True).exists():
             self.stdout.write("demo data already present; nothing to do")
             return
-        real = self._fixtures()
+        real = import_fixture_files(self.stdout)
         by_status: dict[str, list[RunRecord]] = {status: [] for status in DEMO_STATUSES}
         for record in self._demo_records(rng):
             status = rng.choices(list(DEMO_STATUSES), weights=list(DEMO_STATUSES.values()))[0]
@@ -98,33 +88,6 @@ class Command(BaseCommand):
                     if record:
                         records.append(record)
         return records
-
-    def _fixtures(self) -> int:
-        """Import the earlier product's real data files; the number of runs imported."""
-        base = Path(settings.BENCHLOOP_FIXTURES_DIR)
-        if not base.is_dir():
-            self.stdout.write(
-                f"no fixture folder at {base}: no real runs imported. Set "
-                "BENCHLOOP_FIXTURES_DIR to a copy of the earlier product's data files "
-                "(shared/fixtures/benchloop) to add its real runs."
-            )
-            return 0
-        self.stdout.write(f"real runs from the earlier product's data files in {base}:")
-        imported = 0
-        for name in FIXTURE_FILES:
-            path = base / name
-            if not path.exists():
-                self.stdout.write(f"  {name}: missing, skipped")
-                continue
-            try:
-                records = parse_path(path)
-            except FormatError as exc:
-                self.stderr.write(f"  skipped {path}: {exc}")
-                continue
-            result = import_records(records, source_name=path.name)
-            imported += len(result.created)
-            self.stdout.write(f"  {name}: {len(result.created)} runs")
-        return imported
 
     def _bulk(self, rng: random.Random, total: int) -> None:
         started = time.perf_counter()

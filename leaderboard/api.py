@@ -85,6 +85,7 @@ class StackSerializer(serializers.ModelSerializer):
             "quantization",
             "model_sha256",
             "engine",
+            "method",
             "harness",
             "context_length",
             "kv_cache_type",
@@ -206,7 +207,17 @@ FILTER_PARAMETERS = [
         ("hw", "hardware class slug (see /api/v1/hardware-classes), or all: quality only"),
         ("vram", "GPU memory size: 8, 12, 16, 24, 32, 48 or 80+"),
         ("fits", "the most memory (GB) the stack may need: lanes on hardware with at most that"),
-        ("scale", "v3 (default), v2 or speed"),
+        (
+            "scale",
+            "v3 (default: v3 where the hardware has v3 rows, else speed, else v2), v2 or speed",
+        ),
+        (
+            "method",
+            "how speeds were measured: benchloop-stream, llama-bench, llama-benchy, localmaxxing, "
+            "llmfit or club-5060ti (default: the method with the most rows in view; a view "
+            "never ranks two methods together)",
+        ),
+        ("imported", "hide: leave out runs imported from community sources"),
         ("bv", "benchmark version (default: the newest on the scale)"),
         ("q", "free text"),
         ("vendor", "nvidia, amd, apple, intel"),
@@ -351,8 +362,8 @@ class LeaderboardView(APIView):
 
 def _leaderboard_body(request: Request) -> dict:
 
-    filters = BoardFilters.from_query(request.query_params)
-    result = board(filters, scatter_limit=0)
+    result = board(BoardFilters.from_query(request.query_params), scatter_limit=0)
+    filters = result.filters
     page = result.page
     pooled = result.scope.pooled
     view = view_meta(filters, result.scope, result.version)

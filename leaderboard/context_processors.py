@@ -33,7 +33,8 @@ def visitor_theme(request: HttpRequest) -> str:
 
 
 def site(request: HttpRequest) -> dict:
-    """The demo banner and the visitor's theme."""
+    """The demo banner (set where synthetic runs are seeded: scripts/serve.sh) and the visitor's
+    theme."""
     theme = visitor_theme(request)
     return {
         "demo_banner": settings.BENCHLOOP_DEMO_BANNER,

@@ -29,6 +29,8 @@ def view_meta(filters, scope, version: str) -> dict:
         "warning": MIXED_WARNING if scope.pooled else "",
         "score_scale": filters.scale,
         "benchmark_version": version,
+        # Speeds of one method only (runs.methods): the method is part of every row's stack.
+        "method": None if scope.pooled else (filters.method or filters.ranked_method or None),
         "speed": not scope.pooled,
         "quality": filters.scale != ScoreScale.SPEED_ONLY,
     }
@@ -50,6 +52,7 @@ def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
         ("model", lambda r: r.stack.model_id),
         ("quantization", lambda r: r.stack.quantization),
         ("engine", lambda r: r.stack.engine),
+        ("method", lambda r: r.stack.method),
         ("harness", lambda r: r.stack.harness),
         ("draft_model", lambda r: r.stack.draft_model),
         ("context_length", lambda r: r.stack.context_length),
@@ -162,6 +165,7 @@ MARKDOWN_COLUMNS = [
     ("model", "Model"),
     ("quantization", "Quant"),
     ("engine", "Engine"),
+    ("method", "Measured by"),
     ("hardware", "Hardware"),
     ("overall_best_run", "Overall (best run)"),
     ("quality", "Quality"),

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields, replace
+from dataclasses import field as state_field
 from datetime import timedelta
 
 from django.db.models import Q
 from django.http import QueryDict
 from django.utils import timezone
 
-from runs import normalize
+from runs import methods, normalize
 from runs.matrix import canonical, harness_kind
 from runs.models import RunQuerySet, ScoreScale
 
@@ -91,6 +92,10 @@ class BoardFilters:
     family: str = ""
     params: str = ""
     harness: str = ""
+    # How the speeds were measured (runs.methods): "" = the method with the most rows in view;
+    # a board never ranks two methods together.
+    method: str = ""
+    imported: str = ""  # "hide": leave out runs imported from community sources
     profile: str = ""
     comparable: str = ""  # "" = comparable runs only; "all" includes the rest
     location: str = ""
@@ -99,6 +104,10 @@ class BoardFilters:
     sort: str = ""
     dir: str = ""
     page: int = 1
+    # Worked out for the view, never read from or written to a URL (queries.settle): whether
+    # the visitor named the scale, and the method the view ranks when they named none.
+    scale_named: bool = state_field(default=False, metadata={"query": False})
+    ranked_method: str = state_field(default="", metadata={"query": False})
 
     @property
     def version_named(self) -> str | None:
@@ -142,6 +151,7 @@ class BoardFilters:
         bv = text("bv")
         filters = cls(
             scale=scale if scale in SCALES else ScoreScale.V3,
+            scale_named=scale in SCALES,
             bv=bv if _VERSION.fullmatch(bv) else "",
             q=text("q"),
             hw=hw,
@@ -158,6 +168,8 @@ class BoardFilters:
             params=_choice(text("params"), PARAM_CHOICES),
             # An old link's format name (?harness=hermes) finds the renamed stacks.
             harness=canonical(text("harness")),
+            method=text("method") if text("method") in methods.METHODS else "",
+            imported="hide" if text("imported") == "hide" else "",
             profile=_choice(text("profile"), PROFILE_CHOICES),
             comparable="all" if text("comparable") == "all" else "",
             location=_choice(text("location"), LOCATION_CHOICES),
@@ -241,6 +253,8 @@ class BoardFilters:
             "family": f"family {self.family}",
             "params": dict(PARAM_CHOICES).get(self.params, ""),
             "harness": f"{_HARNESS_CHIP.get(harness_kind(self.harness), 'harness')} {self.harness}",
+            "method": f"measured by {methods.method_label(self.method)}",
+            "imported": "imported runs hidden",
             "profile": f"profile {self.profile}",
             "comparable": "including non-comparable",
             "location": dict(LOCATION_CHOICES).get(self.location, ""),
@@ -258,6 +272,8 @@ class BoardFilters:
         query = QueryDict(mutable=True)
         for field in fields(state):
             value = getattr(state, field.name)
+            if field.metadata.get("query") is False:
+                continue
             if value == field.default or value in ("", False, None):
                 continue
             query[field.name] = "1" if value is True else str(value)
@@ -286,6 +302,10 @@ class BoardFilters:
             value = getattr(self, name)
             if value:
                 q &= Q(**{prefix + column: value})
+        if self.method or self.ranked_method:
+            q &= Q(**{prefix + "method": self.method or self.ranked_method})
+        if self.imported == "hide":
+            q &= ~Q(**{prefix + "method__in": methods.IMPORTED_METHODS})
         return q
 
     def apply_to_runs(self, runs: RunQuerySet, *, now=None) -> RunQuerySet:
@@ -309,6 +329,7 @@ class BoardFilters:
     def run_filter_query(self) -> QueryDict:
         """The part of the state that says where and how runs were measured (kept by compare)."""
         keep = {"hw", "vram", "fits", "hardware", "vendor", "gpu", "cpu", "apple", "profile"}
+        keep |= {"method", "imported"}
         keep |= {"location", "verified", "days", "bv"}
         query = self.to_query()
         for key in list(query):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, F, Q, Sum
@@ -17,9 +17,10 @@ from django.db.models.functions import Coalesce
 
 from leaderboard import cache as board_cache
 from leaderboard import rows as board_rows
-from leaderboard.filters import PAGE_SIZE, SORTS, BoardFilters
+from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, SORTS, BoardFilters
 from leaderboard.rows import Row
-from runs import matrix, normalize
+from runs import matrix, methods, normalize
+from runs.methods import DEFAULT_METHOD
 from runs.models import (
     HardwareClass,
     HardwareKind,
@@ -104,16 +105,32 @@ def _narrowing_q(filters: BoardFilters) -> Q:
 
 def default_class(scale: str) -> HardwareClass | None:
     """The hardware class with the most runs on this scale (the board's default view)."""
+    found = _default_class_runs(scale)
+    return found[0] if found else None
 
-    def compute() -> HardwareClass | None:
-        return (
+
+def _default_class_runs(scale: str) -> tuple[HardwareClass, int] | None:
+    def compute() -> tuple[HardwareClass, int] | None:
+        found = (
             HardwareClass.objects.filter(lanes__score_scale=scale, lanes__run_count__gt=0)
             .annotate(lane_runs=Sum("lanes__run_count"))
             .order_by("-lane_runs", "id")
             .first()
         )
+        return (found, found.lane_runs) if found else None
 
     return board_cache.cached("default-class", scale, compute)
+
+
+def default_scale() -> str:
+    """The scale of the view a visitor sees before naming anything: ranked v3 or speed only,
+    whichever's busiest class has more runs (v3 on a tie); legacy v2 only when neither has any.
+    Real data arrives mostly as speeds alone, and a site opening on one v3 row would hide it."""
+    current = (ScoreScale.V3, ScoreScale.SPEED_ONLY)
+    runs = {scale: (_default_class_runs(scale) or (None, 0))[1] for scale in current}
+    if not any(runs.values()):
+        return ScoreScale.V3 if _default_class_runs(ScoreScale.V2) is None else ScoreScale.V2
+    return max(current, key=lambda scale: (runs[scale], scale == ScoreScale.V3))
 
 
 def hardware_scope(filters: BoardFilters, *, pick_default: bool = True) -> Scope:
@@ -132,17 +149,25 @@ def hardware_scope(filters: BoardFilters, *, pick_default: bool = True) -> Scope
             return Scope([c.id for c in sized], " or ".join(c.label for c in sized))
         return Scope([], f"unknown hardware “{filters.hw}”")
     if filters.picks_hardware:
-        classes = list(HardwareClass.objects.filter(_narrowing_q(filters)).distinct())
-        labels = [label for name, label in filters.active() if name in CLASS_LABELLED]
-        if len(classes) == 1:
-            return Scope([classes[0].id], classes[0].label, single=classes[0])
-        return Scope([c.id for c in classes], ", ".join(labels))
+        return board_cache.cached(
+            "scope",
+            "|".join(str(getattr(filters, name)) for name in CLASS_NARROWING),
+            lambda: _narrowed_scope(filters),
+        )
     if not pick_default:
         return Scope(None, "any hardware")
     found = default_class(filters.scale)
     if found is None:
         return Scope([], "no hardware yet", default=True)
     return Scope([found.id], found.label, default=True, single=found)
+
+
+def _narrowed_scope(filters: BoardFilters) -> Scope:
+    classes = list(HardwareClass.objects.filter(_narrowing_q(filters)).distinct())
+    labels = [label for name, label in filters.active() if name in CLASS_LABELLED]
+    if len(classes) == 1:
+        return Scope([classes[0].id], classes[0].label, single=classes[0])
+    return Scope([c.id for c in classes], ", ".join(labels))
 
 
 CLASS_LABELLED = ("vram", "fits", "hardware", "vendor", "gpu", "cpu", "apple")
@@ -164,28 +189,29 @@ def version_key(version: str) -> tuple:
     return tuple(parts)
 
 
-def benchmark_versions(scale: str, *, every_run: bool = False) -> list[str]:
-    """Benchmark versions with lanes on this scale, newest first; with `every_run`, those of
-    runs no lane counts as well (non-comparable ones, for a view that includes them)."""
+def benchmark_versions(scale: str, *, every_run: bool = False, method: str = "") -> list[str]:
+    """Benchmark versions with lanes on this scale (and measurement method, when named),
+    newest first; with `every_run`, those of runs no lane counts as well (non-comparable
+    ones, for a view that includes them)."""
 
     def compute() -> list[str]:
-        found = set(
-            Lane.objects.filter(score_scale=scale, run_count__gt=0)
-            .values_list("benchmark_version", flat=True)
-            .distinct()
-        )
+        lanes = Lane.objects.filter(score_scale=scale, run_count__gt=0)
+        runs = Run.objects.published().on_scale(scale).filter(comparable=False)
+        if method:
+            lanes, runs = lanes.filter(stack__method=method), runs.filter(method=method)
+        found = set(lanes.values_list("benchmark_version", flat=True).distinct())
         if every_run:
-            runs = Run.objects.published().on_scale(scale).filter(comparable=False)
             found |= set(runs.values_list("benchmark_version", flat=True).distinct())
         return sorted(found, key=version_key, reverse=True)
 
-    return board_cache.cached("versions", f"{scale}|{int(every_run)}", compute)
+    return board_cache.cached("versions", f"{scale}|{int(every_run)}|{method}", compute)
 
 
 def benchmark_version(filters: BoardFilters) -> tuple[str, list[str]]:
     """The version a view ranks (the one asked for, else the newest) and all on offer."""
     every_run = filters.scale == ScoreScale.V3 and not filters.comparable_only
-    versions = benchmark_versions(filters.scale, every_run=every_run)
+    method = filters.method or filters.ranked_method
+    versions = benchmark_versions(filters.scale, every_run=every_run, method=method)
     if filters.version_named is not None and filters.version_named in versions:
         return filters.version_named, versions
     return (versions[0] if versions else ""), versions
@@ -202,6 +228,61 @@ def _text_q(text: str, *, stack: str = "stack_id", hardware: str = "hardware_cla
     return Q(**{f"{stack}__in": list(stacks)}) | Q(**{f"{hardware}__in": list(classes)})
 
 
+# --- which scale and measurement method a view ranks ---------------------------------------
+
+# Where the visitor named no scale: the first of these with rows on their hardware (a class
+# measured only for speed, as most imported data is, shows its speed-only board).
+SCALE_ORDER = (ScoreScale.V3, ScoreScale.SPEED_ONLY, ScoreScale.V2)
+
+
+def _scope_lanes(filters: BoardFilters, scope: Scope):
+    """Published lanes on the view's scale and hardware, any method and version."""
+    qs = Lane.objects.filter(score_scale=filters.scale, run_count__gt=0, best_run__isnull=False)
+    qs = qs.filter(replace(filters, method="", ranked_method="").stack_q())
+    if scope.pooled:
+        return qs.filter(hardware_class__isnull=True)
+    return qs.filter(hardware_class_id__in=scope.class_ids or [])
+
+
+def method_counts(filters: BoardFilters, scope: Scope) -> dict[str, int]:
+    """Lanes in view per measurement method (runs.methods), most first; cached until the next
+    publish, as the pages are."""
+    view = replace(filters, method="", ranked_method="", page=1, sort="", dir="")
+    key = f"{view.scale}|{view.to_query().urlencode()}|{scope.pooled}|{scope.class_ids}"
+
+    def compute() -> dict[str, int]:
+        counted = _scope_lanes(view, scope).values_list("stack__method").annotate(n=Count("id"))
+        return dict(sorted(counted, key=lambda item: (-item[1], item[0])))
+
+    return board_cache.cached("methods", key, compute)
+
+
+def settle(filters: BoardFilters) -> BoardFilters:
+    """The filters with what the visitor left open decided: the scale (where none was named,
+    the first of SCALE_ORDER with rows on their hardware; with no hardware named either,
+    default_scale's) and the measurement method ranked
+    (the one named, else the one with the most lanes in view). Speeds of two methods are never
+    ranked together (runs.methods), so a view ranks one and names the others."""
+    if filters.scale_named and filters.ranked_method:
+        return filters
+    # Only the default class depends on the scale (and is cached): one scope serves the rest.
+    scope = None if not (filters.picks_hardware or filters.pooled) else hardware_scope(filters)
+    if not filters.scale_named and filters.scale == ScoreScale.V3 and scope is None:
+        filters = replace(filters, scale=default_scale())
+    elif not filters.scale_named and filters.scale == ScoreScale.V3:
+        for scale in SCALE_ORDER:
+            trial = replace(filters, scale=scale)
+            trial_scope = scope or hardware_scope(trial)
+            if not trial_scope.empty and method_counts(trial, trial_scope):
+                filters = trial
+                break
+    filters = replace(filters, scale_named=True)
+    if filters.method:
+        return replace(filters, ranked_method=filters.method)
+    counts = method_counts(filters, scope or hardware_scope(filters))
+    return replace(filters, ranked_method=next(iter(counts), DEFAULT_METHOD))
+
+
 # --- the board ------------------------------------------------------------------------------
 
 
@@ -214,6 +295,29 @@ class Board:
     version: str
     versions: list[str] = field(default_factory=list)
     too_many_runs: int = 0  # a run filter matched more than RUN_FILTER_LIMIT runs
+    filters: BoardFilters | None = None  # as settled: the scale and method ranked
+    methods: dict[str, int] = field(default_factory=dict)  # lanes in view per method
+
+    @property
+    def method(self) -> str:
+        return self.filters.ranked_method if self.filters else DEFAULT_METHOD
+
+    @property
+    def method_label(self) -> str:
+        return methods.method_label(self.method)
+
+    @property
+    def method_imported(self) -> bool:
+        return methods.is_imported(self.method)
+
+    @property
+    def other_methods(self) -> list[tuple[str, str, int]]:
+        """(key, label, lanes) of the methods this view does not rank, one click away."""
+        return [
+            (key, methods.method_label(key), n)
+            for key, n in self.methods.items()
+            if key != self.method
+        ]
 
     @property
     def total(self) -> int:
@@ -349,16 +453,18 @@ def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
 
     The scatter (quality against decode speed) is drawn only for a single hardware class:
     points from different machines would make a Pareto front across hardware."""
+    filters = settle(filters)
     scope = hardware_scope(filters)
     version, versions = benchmark_version(filters)
     no_rows = scope.empty or (scope.pooled and filters.scale == ScoreScale.SPEED_ONLY)
     chart = scope.single is not None and filters.scale != ScoreScale.SPEED_ONLY
+    settled = dict(filters=filters, methods={} if no_rows else method_counts(filters, scope))
     if no_rows:
         page = Paginator([], PAGE_SIZE).get_page(1)
-        return Board(page, [], [], scope, version, versions)
+        return Board(page, [], [], scope, version, versions, **settled)
     if filters.run_level and (n := _too_many(filters, scope, version)):
         page = Paginator([], PAGE_SIZE).get_page(1)
-        return Board(page, [], [], scope, version, versions, too_many_runs=n)
+        return Board(page, [], [], scope, version, versions, too_many_runs=n, **settled)
     if filters.run_level:
         every = _rows_from_runs(filters, scope, version)
         page = Paginator(every, PAGE_SIZE).get_page(filters.page)
@@ -370,7 +476,7 @@ def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
         rows = _lane_rows([row[0] for row in page.object_list], filters.scale)
         points = _lane_points(narrow[:scatter_limit]) if chart else []
     points = [p for p in points if p][:scatter_limit]
-    return Board(page, rows, points, scope, version, versions)
+    return Board(page, rows, points, scope, version, versions, **settled)
 
 
 def _point(stack: Stack, quality, decode) -> dict | None:
@@ -396,6 +502,7 @@ def _lane_points(narrow: list[tuple]) -> list[dict]:
 
 def board_export_rows(filters: BoardFilters) -> tuple[list[Row], Scope, str]:
     """Every row of the filtered view in display order (capped), for CSV/JSON/Markdown."""
+    filters = settle(filters)
     scope = hardware_scope(filters)
     version, _versions = benchmark_version(filters)
     if scope.empty or (scope.pooled and filters.scale == ScoreScale.SPEED_ONLY):
@@ -509,6 +616,16 @@ def newest_approved(filters: BoardFilters, limit: int = 50) -> RunQuerySet:
         .select_related("stack", "hardware", "hardware_class", "submission__submitter")
         .order_by(F("approved_at").desc(), "-id")[:limit]
     )
+
+
+def runs_by_method() -> list[tuple[str, str, bool, int]]:
+    """Published runs per measurement method, most first: (key, label, imported, runs), for
+    the landing page's "where the runs come from"."""
+    counted = Run.objects.published().values_list("method").annotate(n=Count("id"))
+    return [
+        (key, methods.method_label(key), methods.is_imported(key), n)
+        for key, n in sorted(counted, key=lambda item: (-item[1], item[0]))
+    ]
 
 
 def machine_count() -> int:

@@ -46,7 +46,7 @@ class Figure:
     """One run's figure from an engine Summary: the median of its trials with a 95% interval,
     or the mean where there were too few trials for a median."""
 
-    n: int
+    n: int | None  # None: the tool published a mean without its trial count
     median: float | None
     mean: float | None
     low: float | None
@@ -63,8 +63,13 @@ def figure(value: Any) -> Figure | None:
         return None
     n = payload.count(value.get("n"), high=10**7)
     median, mean = payload.number(value.get("median")), payload.number(value.get("mean"))
-    if not n or (median is None and mean is None):
+    if median is None and mean is None:
         return None
+    if not n:
+        # Another tool's table (llama-bench's CSV or Markdown) gives a mean and no trials.
+        if value.get("n") is not None or mean is None:
+            return None
+        return Figure(None, None, mean, None, None, None)
     low, high = payload.number(value.get("ci95_low")), payload.number(value.get("ci95_high"))
     if low is None or high is None or low > high or median is None:
         low = high = None
@@ -95,6 +100,7 @@ class StreamsCell:
     reason: str = ""
     requests: int | None = None
     aggregate: float | None = None
+    aggregate_decode: float | None = None
     per_stream: Figure | None = None
     ttft_p50: float | None = None
     ttft_tail: float | None = None
@@ -206,6 +212,10 @@ def _concurrency(raw: dict) -> ConcurrencySweep:
             reason="" if measured else payload.reason(cell.get("reason")),
             requests=payload.count(cell.get("requests"), high=10**7) if measured else None,
             aggregate=payload.number(cell.get("aggregate_tps")) if measured else None,
+            # llama-benchy's total rate counts decode only: shown as that, never as the above.
+            aggregate_decode=(
+                payload.number(cell.get("aggregate_decode_tps")) if measured else None
+            ),
             per_stream=figure(cell.get("per_stream_tps")) if measured else None,
             ttft_p50=payload.number(cell.get("ttft_p50_ms")) if measured else None,
             ttft_tail=payload.number(cell.get("ttft_tail_ms")) if measured else None,

@@ -39,7 +39,7 @@ def run_figure(value, digits: int = 1) -> str:
     and its n (trials or requests), or the mean where n is too small for a median."""
     if value is None:
         return mark_safe('<span class="muted">—</span>')
-    n = f"n = {value.n}"
+    n = f"n = {value.n}" if value.n is not None else "trials not published"
     if value.median is None:
         return format_html(
             '<span class="median-value">{}</span> <span class="ci">mean · {}</span>',

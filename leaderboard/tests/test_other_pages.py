@@ -51,9 +51,11 @@ def test_the_model_page_lists_its_stacks(client: Client, django_assert_num_queri
     partial = client.get("/models/qwen3:8b/?page=1", headers=HTMX).content.decode()
     assert "<html" not in partial and partial.lstrip().startswith('<section id="results"')
     assert client.get("/models/nothing:1b/").status_code == 404
+    # the page's rows; after a publish, whether demo runs are published (the banner) too
     with django_assert_num_queries(2):
         client.get("/models/qwen3:8b/")
     add_runs(*(record(quantization=f"Q{i}_K", decode=10 + i) for i in range(2, 7)))
+    # the page's rows; after a publish, whether demo runs are published (the banner) too
     with django_assert_num_queries(2):
         client.get("/models/qwen3:8b/")
 
@@ -71,13 +73,14 @@ def test_the_hardware_page_is_the_leaderboard_on_one_machine(
     partial = client.get(f"/hardware/{hardware.id}/?sort=decode", headers=HTMX).content.decode()
     assert "<html" not in partial and "on4090:8b" in partial
     assert f'href="/leaderboard/export.csv?hardware={hardware.id}&amp;sort=decode"' in partial
-    # hardware, its class, benchmark versions (cached until the next publish), lanes, page
+    # hardware, its class, the measurement methods in view, benchmark versions (cached until
+    # the next publish), lanes, page
     board_cache.bump()
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         client.get(f"/hardware/{hardware.id}/", headers=HTMX)
     add_runs(*(record(model_id=f"more{i}:8b") for i in range(6)))
     board_cache.bump()
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         client.get(f"/hardware/{hardware.id}/", headers=HTMX)
 
 
@@ -127,9 +130,10 @@ def test_list_pages_work_on_the_bulk_dataset(client: Client) -> None:
     assert client.get("/submitters/imported/ada/").status_code == 200
 
 
-# Totals, newest verified and newest runs; the default class, benchmark versions, and the
-# lanes and page of its top rows and of the all-hardware top rows; the hardware menu.
-LANDING_QUERIES = 10
+# Totals, newest verified and newest runs; the default class on v3 and on speed only, the
+# measurement methods in view and benchmark versions, and the lanes and page of its top rows
+# and of the all-hardware top rows; the hardware menu; runs per method (where they come from).
+LANDING_QUERIES = 14
 
 
 def test_the_landing_page_query_count_does_not_grow(

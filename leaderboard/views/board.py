@@ -26,7 +26,8 @@ from leaderboard import cache as board_cache
 from leaderboard import charts, exports, matrix, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
-from runs.models import HardwareClass, HardwareKind, Run, ScoreScale, Stack
+from runs.methods import METHODS
+from runs.models import HardwareClass, HardwareKind, Run, Stack
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 
 NEWEST_DAYS = 90
@@ -91,17 +92,14 @@ def _landing_context(request: HttpRequest) -> dict:
     )
     verified = bool(newest)
     if not newest:
-        newest = list(
-            Run.objects.published()
-            .on_scale(ScoreScale.V3)
-            .select_related(*related)
-            .order_by("-started_at")[:8]
-        )
+        newest = list(Run.objects.published().select_related(*related).order_by("-started_at")[:8])
     # Speeds only on one class (the most common one); across hardware, quality alone.
     top = queries.board(BoardFilters(), scatter_limit=0)
     top_quality = queries.board(BoardFilters(hw=board_filters.ALL_HARDWARE), scatter_limit=0)
     choices = queries.cached_hardware_choices()
     return {
+        "sources": queries.runs_by_method(),
+        "top_board": top,
         "totals": totals,
         "machines": len(choices),
         "newest": newest,
@@ -193,7 +191,7 @@ _INDENT = re.compile(r"[ \t]*\n\s*")
 def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
     """One row per lane (a stack on a hardware class), filtered and sorted by the query string;
     htmx gets only #results."""
-    filters = BoardFilters.from_query(request.GET)
+    filters = queries.settle(BoardFilters.from_query(request.GET))
     canonical = filters.to_query()
     path = reverse("leaderboard:leaderboard")
     canonical_url = path + (f"?{canonical.urlencode()}" if canonical else "")
@@ -244,12 +242,13 @@ def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
         "scales": board_filters.SCALES,
         "param_choices": board_filters.PARAM_CHOICES,
         "profile_choices": board_filters.PROFILE_CHOICES,
+        "method_choices": [(key, m.label) for key, m in METHODS.items()],
         "location_choices": board_filters.LOCATION_CHOICES,
         "days_choices": [(str(k), v) for k, v in board_filters.DAYS_CHOICES],
         "more_open": any(
             getattr(filters, name)
             for name in ("family", "params", "harness", "profile", "comparable")
-            + ("location", "days", "verified", "bv")
+            + ("location", "days", "verified", "bv", "method", "imported")
         ),
     }
     # Folded on a phone unless the visitor has chosen something inside the fold.
@@ -335,7 +334,7 @@ def board_validators(request: HttpRequest, fmt: str = "atom") -> tuple[str, date
 @revalidated(board_validators)
 def export(request: HttpRequest, fmt: str) -> HttpResponse:
     """The filtered view as CSV, JSON or Markdown (every row, not just one page)."""
-    filters = BoardFilters.from_query(request.GET)
+    filters = queries.settle(BoardFilters.from_query(request.GET))
     rows, scope, version = queries.board_export_rows(filters)
     view = exports.view_meta(filters, scope, version)
     records = exports.records(rows, base_url=_base_url(request), view=view)

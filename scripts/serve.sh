@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README command 1: install, migrate, seed demo data, then serve the site with a Celery worker
+# README command 1: install, migrate, seed the real data, then serve the site with a Celery worker
 # on the embedded defaults (SQLite under var/, filesystem broker): no Postgres or Redis needed.
 # It serves as production does (DEBUG off, secrets of its own, collected static files, the
 # site's error pages), over plain HTTP on the address it binds.
@@ -35,7 +35,10 @@ export DEBUG="${DEBUG:-False}"
 # Plain HTTP on this machine: no redirect to https://, no HSTS, cookies without the Secure flag
 # (settings.BENCHLOOP_HTTPS). A public site runs behind TLS with the default, True.
 export BENCHLOOP_HTTPS="${BENCHLOOP_HTTPS:-False}"
-export BENCHLOOP_DEMO_BANNER="${BENCHLOOP_DEMO_BANNER:-True}"
+# The "demo data" banner shows where synthetic runs were asked for, and only there.
+if [ "${BENCHLOOP_SYNTHETIC_DEMO:-0}" = "1" ]; then
+  export BENCHLOOP_DEMO_BANNER="${BENCHLOOP_DEMO_BANNER:-True}"
+fi
 # No mail server here: notifications go to this terminal.
 export EMAIL_BACKEND="${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBackend}"
 if [ -z "${ALLOWED_HOSTS:-}" ]; then
@@ -65,7 +68,10 @@ export SITE_URL="${SITE_URL:-$URL}"
 
 python manage.py migrate --noinput -v 0
 python manage.py collectstatic --noinput -v 0
-python manage.py seed_demo
+# Real measurements only: community data (imported, marked so) and the earlier product's runs.
+# Synthetic demo stacks come only when asked for (BENCHLOOP_SYNTHETIC_DEMO=1).
+python manage.py seed_real
+if [ "${BENCHLOOP_SYNTHETIC_DEMO:-0}" = "1" ]; then python manage.py seed_demo; fi
 
 # An admin (a superuser: every permission, the moderation queue included) from Django's own
 # variables, created once: DJANGO_SUPERUSER_USERNAME, DJANGO_SUPERUSER_PASSWORD and optionally

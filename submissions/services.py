@@ -106,9 +106,31 @@ def submit_run(
     account already owns the run.
     """
     record = parse_run_payload(payload, upgraded=upgraded)
-    intake.check_record(record)
     record.raw_payload = scrub_payload(payload)
-    digest = content_hash(payload)
+    return submit_record(
+        record,
+        digest=content_hash(payload),
+        channel=channel,
+        submitter=submitter,
+        api_key=api_key,
+        uploader_key=uploader_key,
+        is_verified=is_verified,
+    )
+
+
+def submit_record(
+    record: RunRecord,
+    *,
+    digest: str,
+    channel: str,
+    submitter: User | None = None,
+    api_key: ApiKey | None = None,
+    uploader_key: str = "",
+    is_verified: bool = False,
+) -> UploadOutcome:
+    """submit_run for a record parsed already (a file another tool wrote: submissions.external);
+    `digest` is the hash of what was sent, ids aside, which finds the submitter's repeats."""
+    intake.check_record(record)
     if not record.client_run_id:
         record.client_run_id = f"content-{digest[:32]}"
     run_key = fingerprint(record)

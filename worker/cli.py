@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from worker import cli_compat, cli_matrix
+from worker import cli_compat, cli_from, cli_matrix
 from worker.cli_display import RunDisplay
 from worker.cli_format import fmt, versions
 from worker.cli_run import print_header, render_run, run_summary
@@ -357,6 +357,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     from worker.engine.site import api_key_for, site_url, submit
 
+    if args.from_file or args.hardware:
+        return cli_from.submit_from(args, out, err)
     path = find_run(args.run)
     bundle = load_bundle(path)
     if bundle["status"] != "complete" and not args.allow_incomplete:
@@ -555,6 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("run", nargs="?", metavar="RUN")
     submit.add_argument("--site", help="site URL (default $BENCHLOOP_SITE or the saved login)")
     submit.add_argument("--allow-incomplete", action="store_true")
+    cli_from.add_options(submit)
     submit.set_defaults(handler=cmd_submit)
 
     login = command("login", "log in to a BenchLoop site (device code) and save an API key")

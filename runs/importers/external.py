@@ -203,8 +203,13 @@ def _record(m: Measurement, digest: str, filename: str, machine: tuple) -> RunRe
 
 def _model_id(m: Measurement) -> str:
     if m.model_file:
-        stem = re.sub(r"\.gguf$", "", m.model_file, flags=re.IGNORECASE)
-        return _SPLIT_FILE.sub("", stem)
+        stem = _SPLIT_FILE.sub("", re.sub(r"\.gguf$", "", m.model_file, flags=re.IGNORECASE))
+        # The quantization is the stack's own field: "SmolLM2-135M-Instruct.Q4_1" is the model
+        # SmolLM2-135M-Instruct at Q4_1, not a model of that name at Q4_1 again.
+        quant = str(m.model.get("quantization") or "")
+        if quant:
+            stem = re.sub(rf"[._-]{re.escape(quant)}$", "", stem, flags=re.IGNORECASE) or stem
+        return stem
     if m.model_name:
         return m.model_name
     # A Markdown table names no file: llama.cpp's own name for the model, "llama 8B".

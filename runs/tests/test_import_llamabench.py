@@ -140,7 +140,8 @@ def test_each_format_lands_as_a_run_with_the_files_own_figures(name, client) -> 
         assert run.stack.model_id == " ".join(first["model_type"].split()[:2])
     else:
         assert "/" in first["model_filename"]
-        assert run.stack.model_id == Path(first["model_filename"]).stem
+        # ... without the quantization the stack names on its own ("…Instruct.Q4_1").
+        assert f"{run.stack.model_id}.Q4_1" == Path(first["model_filename"]).stem
         assert settings["params_b"] == round(first["model_n_params"] / 1e9, 4)
         assert run.stack.kv_cache_type == first["type_k"] == first["type_v"]
     assert run.stack.quantization == "Q4_1" == first["model_type"].split()[-1]

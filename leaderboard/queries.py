@@ -257,9 +257,24 @@ def method_counts(filters: BoardFilters, scope: Scope) -> dict[str, int]:
     return board_cache.cached("methods", key, compute)
 
 
+def _busier_scale(filters: BoardFilters, scope: Scope) -> str:
+    """Ranked v3 or speed only, whichever has more rows on this hardware (v3 on a tie), else
+    legacy v2 where only it has rows: the scale a view opens on where none was named."""
+    if scope.empty:
+        return ScoreScale.V3
+    rows = {
+        scale: sum(method_counts(replace(filters, scale=scale), scope).values())
+        for scale in SCALE_ORDER
+    }
+    current = (ScoreScale.V3, ScoreScale.SPEED_ONLY)
+    if not any(rows[scale] for scale in current) and rows[ScoreScale.V2]:
+        return ScoreScale.V2
+    return max(current, key=lambda scale: (rows[scale], scale == ScoreScale.V3))
+
+
 def settle(filters: BoardFilters) -> BoardFilters:
     """The filters with what the visitor left open decided: the scale (where none was named,
-    the first of SCALE_ORDER with rows on their hardware; with no hardware named either,
+    the busier of v3 and speed only on their hardware; with no hardware named either,
     default_scale's) and the measurement method ranked
     (the one named, else the one with the most lanes in view). Speeds of two methods are never
     ranked together (runs.methods), so a view ranks one and names the others."""
@@ -269,13 +284,8 @@ def settle(filters: BoardFilters) -> BoardFilters:
     scope = None if not (filters.picks_hardware or filters.pooled) else hardware_scope(filters)
     if not filters.scale_named and filters.scale == ScoreScale.V3 and scope is None:
         filters = replace(filters, scale=default_scale())
-    elif not filters.scale_named and filters.scale == ScoreScale.V3:
-        for scale in SCALE_ORDER:
-            trial = replace(filters, scale=scale)
-            trial_scope = scope or hardware_scope(trial)
-            if not trial_scope.empty and method_counts(trial, trial_scope):
-                filters = trial
-                break
+    elif not filters.scale_named and filters.scale == ScoreScale.V3 and not filters.pooled:
+        filters = replace(filters, scale=_busier_scale(filters, scope))
     filters = replace(filters, scale_named=True)
     if filters.method:
         return replace(filters, ranked_method=filters.method)

@@ -28,7 +28,8 @@ FIXTURE_FILES = [
 
 
 def import_fixture_files(out: TextIO) -> int:
-    """The earlier product's real data files; the number of runs imported."""
+    """The earlier product's real data files, through the upload's plausibility checks (as
+    every import is); the number of runs imported."""
     base = Path(settings.BENCHLOOP_FIXTURES_DIR)
     if not base.is_dir():
         out.write(
@@ -49,7 +50,7 @@ def import_fixture_files(out: TextIO) -> int:
         except FormatError as exc:
             out.write(f"  skipped {path}: {exc}\n")
             continue
-        result = import_records(records, source_name=path.name)
+        result = import_records(records, source_name=path.name, check=True)
         imported += len(result.created)
         out.write(f"  {name}: {len(result.created)} runs\n")
     return imported

@@ -201,7 +201,8 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> Non
         # measurement methods in view, benchmark versions, narrow lanes, the page's lanes,
         # which rows have a harness matrix; two facets
         ("", 9),
-        ("?vendor=nvidia&engine=llama.cpp", 8),  # the classes replace the default
+        # the classes replace the default; the rows on each scale there pick its scale
+        ("?vendor=nvidia&engine=llama.cpp", 10),
         # runs instead of lanes: how many (capped), the runs, their stacks, classes, best runs,
         # attempts, submitters and the matrix links
         ("?days=30", 14),

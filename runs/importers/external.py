@@ -168,7 +168,7 @@ def _record(m: Measurement, digest: str, filename: str, machine: tuple) -> RunRe
         model_id=model_id,
         score_scale="speed",
         client_run_id=f"{m.method}-{key}",
-        quantization=m.model.get("quantization") or normalize.parse_model(model_id)["quantization"],
+        quantization=m.model.get("quantization") or _named_quant(m),
         engine=m.engine,
         engine_version=build_label(m.build_commit, m.build_number),
         benchmark_id=m.method,
@@ -204,16 +204,25 @@ def _record(m: Measurement, digest: str, filename: str, machine: tuple) -> RunRe
 def _model_id(m: Measurement) -> str:
     if m.model_file:
         stem = _SPLIT_FILE.sub("", re.sub(r"\.gguf$", "", m.model_file, flags=re.IGNORECASE))
-        # The quantization is the stack's own field: "SmolLM2-135M-Instruct.Q4_1" is the model
-        # SmolLM2-135M-Instruct at Q4_1, not a model of that name at Q4_1 again.
-        quant = str(m.model.get("quantization") or "")
-        if quant:
-            stem = re.sub(rf"[._-]{re.escape(quant)}$", "", stem, flags=re.IGNORECASE) or stem
-        return stem
+        return _without_quant(stem, str(m.model.get("quantization") or ""))
     if m.model_name:
-        return m.model_name
+        quant = m.model.get("quantization") or _named_quant(m)
+        return _without_quant(m.model_name, str(quant or ""))
     # A Markdown table names no file: llama.cpp's own name for the model, "llama 8B".
     return " ".join(p for p in (m.model.get("architecture"), m.model.get("size_label")) if p)
+
+
+def _named_quant(m: Measurement) -> str:
+    """The quantization a served model's or file's name carries ("…-Q4_1")."""
+    return normalize.parse_model(m.model_name or m.model_file)["quantization"]
+
+
+def _without_quant(name: str, quant: str) -> str:
+    """The quantization is the stack's own field: "SmolLM2-135M-Instruct.Q4_1" is the model
+    SmolLM2-135M-Instruct at Q4_1, not a model of that name at Q4_1 again."""
+    if not quant:
+        return name
+    return re.sub(rf"[._-]{re.escape(quant)}$", "", name, flags=re.IGNORECASE) or name
 
 
 def build_label(commit: str, number: int | None) -> str:

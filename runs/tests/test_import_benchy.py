@@ -105,7 +105,8 @@ def test_each_format_lands_as_a_run_with_the_files_own_figures(name, client) -> 
 
     assert run.method == run.stack.method == run.source_format == "llama-benchy"
     assert run.stack.engine == "openai-compatible"  # llama-benchy names no engine
-    assert run.stack.model_id == "SmolLM2-135M-Instruct-Q4_1"
+    # The served name without the quantization the stack names on its own.
+    assert run.stack.model_id == "SmolLM2-135M-Instruct" and run.stack.quantization == "Q4_1"
     assert run.stack.quantization == "Q4_1"
     assert run.provenance["hardware_source"] == "submitter"
     assert run.hardware.cpu_model and run.hardware_class.kind == "cpu"

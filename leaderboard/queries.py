@@ -189,32 +189,46 @@ def version_key(version: str) -> tuple:
     return tuple(parts)
 
 
-def benchmark_versions(scale: str, *, every_run: bool = False, method: str = "") -> list[str]:
-    """Benchmark versions with lanes on this scale (and measurement method, when named),
-    newest first; with `every_run`, those of runs no lane counts as well (non-comparable
-    ones, for a view that includes them)."""
+def view_versions(filters: BoardFilters, scope: Scope) -> dict[str, int]:
+    """Rows each benchmark version has in this view (its hardware, scale, method and stack
+    filters), newest first; cached until the next publish."""
+    every_run = filters.scale == ScoreScale.V3 and not filters.comparable_only
+    method = filters.method or filters.ranked_method
+    view = replace(filters, bv="", page=1, sort="", dir="")
+    key = f"{view.scale}|{view.to_query().urlencode()}|{scope.pooled}|{scope.class_ids}|{method}"
 
-    def compute() -> list[str]:
-        lanes = Lane.objects.filter(score_scale=scale, run_count__gt=0)
-        runs = Run.objects.published().on_scale(scale).filter(comparable=False)
+    def compute() -> dict[str, int]:
+        lanes = _scope_lanes(view, scope)
         if method:
-            lanes, runs = lanes.filter(stack__method=method), runs.filter(method=method)
-        found = set(lanes.values_list("benchmark_version", flat=True).distinct())
-        if every_run:
-            found |= set(runs.values_list("benchmark_version", flat=True).distinct())
-        return sorted(found, key=version_key, reverse=True)
+            lanes = lanes.filter(stack__method=method)
+        counts = dict(lanes.values_list("benchmark_version").annotate(n=Count("id")))
+        if every_run and not scope.pooled:
+            runs = (
+                Run.objects.published()
+                .on_scale(filters.scale)
+                .filter(comparable=False, hardware_class_id__in=scope.class_ids or [])
+                .filter(replace(view, method="", ranked_method="").stack_q())
+            )
+            if method:
+                runs = runs.filter(method=method)
+            for version in runs.values_list("benchmark_version", flat=True).distinct():
+                counts.setdefault(version, 0)
+        return {v: counts[v] for v in sorted(counts, key=version_key, reverse=True)}
 
-    return board_cache.cached("versions", f"{scale}|{int(every_run)}|{method}", compute)
+    return board_cache.cached("view-versions", key, compute)
 
 
 def benchmark_version(filters: BoardFilters) -> tuple[str, list[str]]:
-    """The version a view ranks (the one asked for, else the newest) and all on offer."""
-    every_run = filters.scale == ScoreScale.V3 and not filters.comparable_only
-    method = filters.method or filters.ranked_method
-    versions = benchmark_versions(filters.scale, every_run=every_run, method=method)
+    """The version a view ranks and all it offers, newest first: the one asked for, else the
+    one with the most rows in this view (the newest of those tied), so that a new version's
+    first runs on one class never empty another class's board; the others are one click away."""
+    counts = view_versions(filters, hardware_scope(filters))
+    versions = list(counts)
     if filters.version_named is not None and filters.version_named in versions:
         return filters.version_named, versions
-    return (versions[0] if versions else ""), versions
+    if not versions:
+        return "", versions
+    return max(versions, key=lambda v: (counts[v], version_key(v))), versions
 
 
 def _text_q(text: str, *, stack: str = "stack_id", hardware: str = "hardware_class_id") -> Q:

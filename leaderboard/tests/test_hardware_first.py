@@ -202,9 +202,12 @@ def test_runs_that_name_no_benchmark_version_are_a_version_of_their_own(client: 
         record(model_id="old:8b", score_scale="speed", benchmark_version="", decode=40),
         record(model_id="new:8b", score_scale="speed", benchmark_version="4.0.0", decode=50),
     )
+    # One row each: the tie goes to the newer version.
     newest = client.get("/leaderboard/?scale=speed").content.decode()
     assert [r["model"] for r in _table(newest)] == ["new:8b"]
-    assert "this view shows 4.0.0. Other versions: <a" in newest
+    assert "this view shows 4.0.0, the version with the most rows here. Other versions: <a" in (
+        newest
+    )
     assert 'href="/leaderboard/?scale=speed&amp;bv=unversioned"' in newest
     unversioned = client.get("/leaderboard/?scale=speed&bv=unversioned").content.decode()
     assert [r["model"] for r in _table(unversioned)] == ["old:8b"]

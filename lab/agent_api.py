@@ -27,7 +27,15 @@ from core.throttling import CountingThrottle
 from lab import agents, services
 from lab.models import BenchmarkJob, HostKey, WorkerHost
 from submissions.api import read_json_body, validate_upload
-from worker.agent.protocol import MAX_EVENTS_PER_POST, HostStatus, JobState
+from worker.agent.protocol import (
+    LIVE_ONLY_EVENTS,
+    MAX_EVENT_BYTES,
+    MAX_EVENTS_PER_JOB,
+    MAX_EVENTS_PER_POST,
+    HostStatus,
+    JobState,
+)
+from worker.agent.validate import BadEvent, check_event
 
 
 class HostKeyAuthentication(authentication.BaseAuthentication):
@@ -204,16 +212,48 @@ class _Events(_Attempt):
     live = serializers.DictField(required=False, allow_null=True)
 
 
+def _checked_events(data: dict) -> tuple[list[tuple[int, dict]], dict | None]:
+    """The posted events and live tick as the protocol's types describe them; a 400 naming
+    every field that is not (worker/agent/validate.py)."""
+    problems, events = [], []
+    for i, item in enumerate(data["events"]):
+        try:
+            events.append((item["seq"], check_event(item["event"], f"events[{i}].event")))
+        except BadEvent as bad:
+            problems.append({"path": bad.path, "message": bad.message})
+    live = data.get("live") or None
+    if live is not None:
+        try:
+            live = check_event(live, "live", allowed=LIVE_ONLY_EVENTS)
+        except BadEvent as bad:
+            problems.append({"path": bad.path, "message": bad.message})
+    if problems:
+        raise ApiError(
+            400,
+            "invalid",
+            "The events do not match the agent protocol (an event is at most "
+            f"{MAX_EVENT_BYTES} bytes; a job keeps at most {MAX_EVENTS_PER_JOB} events).",
+            problems,
+        )
+    return events, live
+
+
 @agent_view("POST")
 def events(request: Request, job_id: int) -> Response:
     """Events in order, each once (a replay after a lost answer is ignored by its seq); `live`
-    is the latest progress tick, which moves the live numbers and is not kept."""
+    is the latest progress tick, which moves the live numbers and is not kept. Only the job's
+    current attempt, while it runs, may post: anything else is a 409 and stores nothing."""
     data = _owned_attempt(request, job_id, _Events)
     attempt = data["attempt"]
-    for item in sorted(data["events"], key=lambda e: e["seq"]):
-        services.record_event(job_id=job_id, attempt=attempt, seq=item["seq"], event=item["event"])
-    if data.get("live"):
-        services.update_live_progress(job_id=job_id, attempt=attempt, event=data["live"])
+    events, live = _checked_events(data)
+    try:
+        services.record_events(
+            job_id=job_id, host=_host(request), attempt=attempt, events=events, live=live
+        )
+    except services.JobClosed as exc:
+        raise ApiError(409, "not_current", str(exc)) from None
+    except services.EventLimit as exc:
+        raise ApiError(409, "event_limit", str(exc)) from None
     return Response(_job_state(job_id, attempt))
 
 
@@ -241,7 +281,9 @@ def requeue(request: Request, job_id: int) -> Response:
 @agent_view("POST")
 def upload_run(request: Request, job_id: int) -> Response:
     """The finished bundle, read and checked exactly as POST /api/v1/runs reads and checks
-    every upload, stored by the same service; verified because the key's scope says so."""
+    every upload, stored by the same service. It is a verified run only because the site says
+    so: the key has the verify scope, and the job is still this host's attempt, running, not
+    cancelled (services.finish_job decides, in the transaction that stores it); else a 409."""
     if not request.auth.has_scope("verify"):
         raise ApiError(403, "forbidden", "This host key lacks the 'verify' scope.")
     attempt = _valid(_Attempt(data=request.query_params))["attempt"]
@@ -251,7 +293,12 @@ def upload_run(request: Request, job_id: int) -> Response:
     # A lab run's id is its job's: a second upload of the same job stores nothing new.
     data["client_run_id"] = f"lab-job-{job_id}"
     upgraded = validate_upload(data)
-    job = services.finish_job(job_id=job_id, attempt=attempt, upload=data, upgraded=upgraded)
+    try:
+        job = services.finish_job(
+            job_id=job_id, host=_host(request), attempt=attempt, upload=data, upgraded=upgraded
+        )
+    except services.JobClosed as exc:
+        raise ApiError(409, "not_current", str(exc)) from None
     return Response({"status": job.status, "run": job.run_id}, status=201 if job.run_id else 200)
 
 

@@ -319,6 +319,19 @@ class BenchmarkJob(models.Model):
         return now + per_task * (self.total_tasks - self.completed_tasks)
 
     @property
+    def run_evidence(self) -> str:
+        """What the job's run may be called: "verified" only when it is, else why it is not
+        (a lab run measured under load is stored self-reported: runs.services.new_run)."""
+        run = self.run
+        if run is None:
+            return ""
+        if run.is_verified:
+            return "verified"
+        if run.contention_status == "contended":
+            return "measured under load: self-reported"
+        return "self-reported"
+
+    @property
     def progress_percent(self) -> int:
         if not self.total_tasks:
             return 0

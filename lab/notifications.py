@@ -78,12 +78,14 @@ def job_payload(job: BenchmarkJob) -> dict:
             "run_url": absolute_url(reverse("leaderboard:run", args=[job.run_id]))
             if job.run_id
             else None,
+            # "verified" only for a verified run; otherwise why not (measured under load).
+            "run_evidence": job.run_evidence or None,
         },
     }
 
 
 def notify_finished(job_id: int) -> None:
-    job = BenchmarkJob.objects.select_related("requested_by").get(pk=job_id)
+    job = BenchmarkJob.objects.select_related("requested_by", "run").get(pk=job_id)
     prefs, _ = NotificationSettings.objects.get_or_create(user=job.requested_by)
     if prefs.email_on_finish and job.requested_by.email:
         send_mail(
@@ -107,14 +109,27 @@ def notify_finished(job_id: int) -> None:
         dispatch.send(dispatch.DELIVER_WEBHOOK, delivery.pk)
 
 
+_OUTCOMES = {
+    BenchmarkJob.Status.SUCCEEDED: "succeeded",
+    BenchmarkJob.Status.FAILED: "failed",
+    BenchmarkJob.Status.CANCELLED: "was cancelled",
+}
+
+
 def _email_text(job: BenchmarkJob) -> str:
     # Redacted like the public job page: mail is forwarded and archived; the raw error is on
     # the job page, which only the requester and lab operators see unredacted.
-    lines = [f"Job {job.pk} ({redact_text(job.model)} on pool {job.pool}) is {job.status}."]
+    outcome = _OUTCOMES.get(job.status, f"is {job.status}")
+    lines = [f"Job {job.pk} ({redact_text(job.model)} on pool {job.pool}) {outcome}."]
     if job.error:
         lines.append(f"Reason: {redact_text(job.error)}")
     if job.run_id:
-        lines.append(f"Verified run: {absolute_url(reverse('leaderboard:run', args=[job.run_id]))}")
+        url = absolute_url(reverse("leaderboard:run", args=[job.run_id]))
+        # "Verified" is the run's own word, never the job's: a run measured under load is not.
+        if job.run_evidence == "verified":
+            lines.append(f"Verified run: {url}")
+        else:
+            lines.append(f"Run ({job.run_evidence}): {url}")
     lines.append(f"Job page: {absolute_url(reverse('lab:job', args=[job.pk]))}")
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ from lab import dispatch
 from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 from runs import bounds, limits
 from submissions.models import Channel
+from worker.agent.protocol import MAX_EVENTS_PER_JOB
 
 log = logging.getLogger(__name__)
 Status = BenchmarkJob.Status
@@ -27,6 +28,15 @@ Status = BenchmarkJob.Status
 STALE_AFTER = timedelta(seconds=settings.BENCHLOOP_JOB_STALE_SECONDS)
 # A queued job not yet accepted by the broker after this long is sent again by the reaper.
 UNSENT_GRACE = timedelta(seconds=10)
+
+
+class JobClosed(Exception):
+    """The job is not this host's attempt to report on any more (another attempt has it, or it
+    ended, or its run came after a cancel): nothing of the request was stored."""
+
+
+class EventLimit(Exception):
+    """The job already holds as many events as a job may keep."""
 
 
 @dataclass
@@ -232,6 +242,57 @@ def _record(job_id: int, attempt: int, kind: str, payload: dict) -> JobEvent:
     )
 
 
+def _closed(job: BenchmarkJob | None, host: WorkerHost, attempt: int) -> str:
+    """Why `attempt` of `host` may not report on the job any more, or "" while it may."""
+    if job is None or job.host_id != host.pk or job.attempts != attempt:
+        return "This is not the job's current attempt: nothing was stored."
+    if job.is_final:
+        return f"The job has ended ({job.status}): nothing was stored."
+    if job.status not in (Status.CLAIMED, Status.RUNNING):
+        return f"The job is {job.status}, not running: nothing was stored."
+    return ""
+
+
+def _current(job_id: int, host: WorkerHost, attempt: int) -> BenchmarkJob:
+    """The job, locked until the transaction ends, while `attempt` of `host` still runs it;
+    JobClosed otherwise. Call it inside transaction.atomic()."""
+    job = BenchmarkJob.objects.select_for_update().filter(pk=job_id).first()
+    reason = _closed(job, host, attempt)
+    if reason or job is None:
+        raise JobClosed(reason)
+    return job
+
+
+def record_events(
+    *,
+    job_id: int,
+    host: WorkerHost,
+    attempt: int,
+    events: list[tuple[int, dict]],
+    live: dict | None = None,
+) -> None:
+    """Store an attempt's events (each once: a replay's are known by their numbers) and move
+    its progress, while the attempt still runs the job. The check and the writes are one
+    transaction on the locked job, so an event never lands after the job ended. Raises
+    JobClosed, or EventLimit when the job would hold more than MAX_EVENTS_PER_JOB."""
+    with transaction.atomic():
+        _current(job_id, host, attempt)
+        fresh = dict(sorted(events, key=lambda item: item[0]))
+        stored = JobEvent.objects.filter(job_id=job_id, attempt=attempt, seq__in=list(fresh))
+        for seq in stored.values_list("seq", flat=True):
+            fresh.pop(seq, None)
+        held = JobEvent.objects.filter(job_id=job_id).count() if fresh else 0
+        if held + len(fresh) > MAX_EVENTS_PER_JOB:
+            raise EventLimit(
+                f"A job keeps at most {MAX_EVENTS_PER_JOB} events; this one holds {held}, "
+                f"and {len(fresh)} more were sent. None of them was stored."
+            )
+        for seq, event in fresh.items():
+            record_event(job_id=job_id, attempt=attempt, seq=seq, event=event)
+        if live:
+            update_live_progress(job_id=job_id, attempt=attempt, event=live)
+
+
 def update_live_progress(*, job_id: int, attempt: int, event: dict) -> None:
     fields: dict = {"heartbeat_at": timezone.now()}
     if event.get("live_tps"):
@@ -276,38 +337,66 @@ def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
 
 
 def finish_job(
-    *, job_id: int, attempt: int, upload: dict, upgraded: tuple[dict, str, str] | None = None
+    *,
+    job_id: int,
+    host: WorkerHost,
+    attempt: int,
+    upload: dict,
+    upgraded: tuple[dict, str, str] | None = None,
 ) -> BenchmarkJob:
-    """Store the bundle as a verified, auto-approved run; idempotent per job. `upgraded` is
-    what the upload check returned (lab.agent_api), as for every other upload."""
+    """Store the bundle as a verified, auto-approved run, only while `attempt` of `host` runs
+    the job and nobody asked it to stop; idempotent per job. The check, the run and the job's
+    success are one transaction on the locked job. Raises JobClosed (nothing stored) otherwise;
+    a run that comes after a cancel request ends the job as cancelled. `upgraded` is what the
+    upload check returned (lab.agent_api), as for every other upload."""
     from submissions.models import Submission
     from submissions.services import submit_run
 
-    job = BenchmarkJob.objects.get(pk=job_id)
-    client_run_id = f"lab-job-{job.pk}"
-    # The run and the job's success commit together.
+    client_run_id = f"lab-job-{job_id}"
     with _follow_ups_may_be_lost(job_id), transaction.atomic():
-        # An earlier attempt may have stored the run and died before saying so: keep that one.
-        existing = Submission.objects.filter(
-            submitter=job.requested_by, client_run_id=client_run_id
-        ).first()
-        if existing is None:
-            existing = submit_run(
-                payload={**upload, "client_run_id": client_run_id},
-                channel=Channel.LAB_JOB,
-                submitter=job.requested_by,
-                is_verified=True,
-                upgraded=upgraded,
-            ).submission
-        _still_ours(job_id, attempt).update(
-            status=Status.SUCCEEDED, finished_at=timezone.now(), run=existing.run
-        )
-        _release_host(job_id)
-        job.refresh_from_db()
-        if job.status == Status.SUCCEEDED:
-            _notify_on_commit(job)
+        job = BenchmarkJob.objects.select_for_update().filter(pk=job_id).first()
+        if job and (job.status, job.host_id, job.attempts) == (Status.SUCCEEDED, host.pk, attempt):
+            return job  # this attempt's own upload again: its answer was lost
+        reason = _closed(job, host, attempt)
+        if not reason and not WorkerHost.objects.approved().filter(pk=host.pk).exists():
+            reason = "This host is awaiting approval: its run was not stored."
+        if not reason and job.cancel_requested_at is not None:
+            # It finished before it saw the request: the operator's word stands.
+            _end(job, Status.CANCELLED, error="cancelled; the run that came after was not stored")
+            reason = "The job was cancelled: its run was not stored."
+        if not reason:  # (so the job is there, and this attempt's)
+            # An earlier attempt's run, stored with the job's success, is kept as it is.
+            existing = Submission.objects.filter(
+                submitter=job.requested_by, client_run_id=client_run_id
+            ).first()
+            if existing is None:
+                existing = submit_run(
+                    payload={**upload, "client_run_id": client_run_id},
+                    channel=Channel.LAB_JOB,
+                    submitter=job.requested_by,
+                    is_verified=True,
+                    upgraded=upgraded,
+                ).submission
+            _end(job, Status.SUCCEEDED, run=existing.run)
+    if reason:
+        raise JobClosed(reason)
     job.refresh_from_db()
     return job
+
+
+def _end(job: BenchmarkJob, status: str, *, run=None, error: str = "") -> None:
+    """Finish a locked job (inside its transaction) and tell its requester once committed."""
+    job.status, job.finished_at = status, timezone.now()
+    fields = ["status", "finished_at"]
+    if run is not None:
+        job.run = run
+        fields.append("run")
+    if error:
+        job.error = error
+        fields.append("error")
+    job.save(update_fields=fields)
+    _release_host(job.pk)
+    _notify_on_commit(job)
 
 
 def fail_job(*, job_id: int, attempt: int, error: str, cancelled: bool = False) -> BenchmarkJob:
@@ -400,7 +489,12 @@ def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:
 
 def register_host(*, name: str, pools: list[str], hardware_info: dict) -> WorkerHost:
     """Create or update a host's record; approval stays an admin's decision. A name or pool
-    that cannot be one raises ValueError before anything is stored."""
+    that cannot be one raises ValueError before anything is stored.
+
+    An admin approves a host with the pools it serves and the machine it is (its hardware's
+    identity). A registration that changes either withdraws the approval until an admin looks
+    again: a host cannot move itself into another pool, or become another machine, on its own
+    word. Details that leave the identity as it is (a driver update) are kept without that."""
     from runs.models import Hardware
 
     problem = bounds.text_problem(name) or (
@@ -425,15 +519,32 @@ def register_host(*, name: str, pools: list[str], hardware_info: dict) -> Worker
         ram_gb=hardware_info.get("ram_gb"),
         os_name=hardware_info.get("os", ""),
     )
-    host, _ = WorkerHost.objects.update_or_create(
-        name=name,
-        defaults={
-            "pools": sorted(set(pools)),
-            "hardware_info": hardware_info,
-            "hardware": hardware,
-            "last_heartbeat_at": timezone.now(),
-        },
-    )
+    fields = {
+        "pools": sorted(set(pools)),
+        "hardware_info": hardware_info,
+        "hardware": hardware,
+        "last_heartbeat_at": timezone.now(),
+    }
+    host, created = WorkerHost.objects.get_or_create(name=name, defaults=fields)
+    if created:
+        return host  # a new host awaits approval anyway
+    with transaction.atomic():
+        host = WorkerHost.objects.select_for_update().get(pk=host.pk)
+        changed = sorted(set(host.pools or [])) != fields["pools"]
+        changed = changed or host.hardware_id != hardware.pk
+        if changed and host.is_approved:
+            log.warning(
+                "lab host %s asks for pools %s on %s (approved: %s on %s): awaiting approval",
+                name,
+                fields["pools"],
+                hardware,
+                host.pools,
+                host.hardware,
+            )
+            fields |= {"approved_at": None, "approved_by": None}
+        for key, value in fields.items():
+            setattr(host, key, value)
+        host.save(update_fields=list(fields))
     return host
 
 

@@ -261,7 +261,7 @@ class FinishedJobsFeed(Feed):
     feed_type = XmlSafeAtomFeed
     title = "BenchLoop lab: finished jobs"
     link = "/lab/"
-    subtitle = "Verified benchmark jobs as they finish."
+    subtitle = "Lab benchmark jobs as they finish."
 
     def items(self):
         return BenchmarkJob.objects.finished().order_by("-finished_at")[:50]

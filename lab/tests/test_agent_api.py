@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from lab import agents, services
-from lab.models import BenchmarkJob, HostKey, JobEvent
+from lab.models import BenchmarkJob, HostKey, JobEvent, WorkerHost
 from runs.models import Run
 from submissions.tests.conftest import post_json
 from worker.agent import jobs
@@ -28,11 +28,19 @@ def _post(path: str, body, key: str | None, **extra):
     return post_json(Client(), AGENT + path, body, key, **extra)
 
 
+def _registered(host_name: str, pools: list[str]) -> str:
+    """A key for the host, registered through the API and approved by an admin as it
+    registered (a registration that changes an approved host needs approval again)."""
+    key = _key(host_name)
+    assert _post("register", {"pools": pools}, key).status_code == 200
+    services.approve_host(host=WorkerHost.objects.get(name=host_name), user=None)
+    return key
+
+
 @pytest.fixture
 def claimed(operator, lab_hosts) -> tuple[BenchmarkJob, str]:
     """A cpu job claimed by lab-cpu through the API, and lab-cpu's key."""
-    key = _key("lab-cpu")
-    assert _post("register", {"pools": ["cpu"]}, key).status_code == 200
+    key = _registered("lab-cpu", ["cpu"])
     job = services.queue_job(requested_by=operator, **JOB)
     answer = _post(f"jobs/{job.pk}/claim", {}, key)
     assert answer.status_code == 200, answer.content
@@ -111,8 +119,7 @@ def test_an_unapproved_host_claims_nothing(operator, lab_hosts) -> None:
 def test_the_claimed_jobs_thinking_budget_is_the_engines_run_config(
     budget, operator, lab_hosts, tmp_path
 ) -> None:
-    key = _key("lab-cpu")
-    assert _post("register", {"pools": ["cpu"]}, key).status_code == 200
+    key = _registered("lab-cpu", ["cpu"])
     job = services.queue_job(requested_by=operator, **JOB, thinking_budget=budget)
     spec = _post(f"jobs/{job.pk}/claim", {}, key).json()
     assert spec["thinking_budget"] == budget

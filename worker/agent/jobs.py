@@ -22,6 +22,7 @@ from worker.agent.protocol import (
     SequencedEvent,
     job_path,
 )
+from worker.agent.validate import fit_event
 from worker.contract import ProgressEvent
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,8 @@ class Sender(threading.Thread):
             self._queue.put({})  # a wake-up, carrying nothing
             return
         self._seq += 1
-        self._queue.put({"seq": self._seq, "event": event})
+        # Cut to the site's size cap here: an over-long text would cost the job its stream.
+        self._queue.put({"seq": self._seq, "event": fit_event(event)})
 
     def close(self) -> None:
         """Send what is waiting, then stop; raises what stopped the sending, if anything."""

@@ -16,6 +16,11 @@ API_ROOT = "/api/v1/lab/agent/"
 HOST_KEY_PREFIX = "blh_"
 # Most events one request may carry; the agent sends what is waiting in chunks of this.
 MAX_EVENTS_PER_POST = 100
+# What the site keeps of one job's events, all attempts together (a full-profile run with
+# retries emits well under half of it), and the most one event may be, as UTF-8 JSON. The
+# site refuses what is past either (worker/agent/validate.py checks each event).
+MAX_EVENTS_PER_JOB = 5000
+MAX_EVENT_BYTES = 8192
 # Several per second while a reply streams: they move the live numbers but are not kept.
 LIVE_ONLY_EVENTS = frozenset({"task_progress"})
 

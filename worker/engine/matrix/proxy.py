@@ -2,10 +2,13 @@
 
 A small threaded HTTP/1.1 server in front of the real endpoint. It listens on a Unix socket (bound
 into the harness's cage, where a forwarder turns it into 127.0.0.1:<port>) and, optionally, on a
-free loopback TCP port (for our own in-process baseline loop). Every request is forwarded
-upstream as it came (server-sent events are passed on chunk by chunk, never buffered); each model
-request (``/v1/chat/completions``, ``/v1/completions``) is recorded with the server's own token
-counts: llama.cpp's ``timings`` where present, else the OpenAI ``usage`` block. The harness's own
+free loopback TCP port (for our own in-process baseline loop). Only the endpoint's own API is
+relayed (``ALLOWED``: the model requests and the read-only model metadata, origin-form targets
+only); anything else is answered 400 and recorded as refused, so a caged program cannot use the
+proxy to reach another service on the host. An allowed request is forwarded upstream as it came
+(server-sent events are passed on chunk by chunk, never buffered); each model request
+(``/v1/chat/completions``, ``/v1/completions``) is recorded with the server's own token counts:
+llama.cpp's ``timings`` where present, else the OpenAI ``usage`` block. The harness's own
 accounting is never used.
 """
 
@@ -16,6 +19,7 @@ import copy
 import http.server
 import json
 import os
+import re
 import socketserver
 import tempfile
 import threading
@@ -30,6 +34,31 @@ from ..transport import STALE_CONNECTION_ERRORS
 from .spec import RequestRecord
 
 MODEL_PATHS = ("/v1/chat/completions", "/v1/completions")
+# What a harness may ask of the endpoint, by method: the model requests (recorded) and the
+# read-only metadata clients probe for (the model list; Ollama's, LM Studio's and llama.cpp's
+# model facts: Hermes Agent probes /api/v1/models, /api/tags, /v1/props, /props and /v1/models,
+# docs/harnesses.md). Ollama's own generation paths (/api/chat, /api/generate) are not here:
+# they would bypass the records, and every harness in the matrix is pointed at /v1.
+ALLOWED: dict[str, frozenset[str]] = {
+    "POST": frozenset({*MODEL_PATHS, "/api/show"}),
+    "GET": frozenset(
+        {
+            "/v1/models",
+            "/api/v1/models",
+            "/api/tags",
+            "/api/version",
+            "/v1/props",
+            "/props",
+            "/health",
+        }
+    ),
+}
+# GET /v1/models/<id> (the OpenAI client's models.retrieve; an id may hold "/"): plain
+# segments, none of them "." or "..", nothing percent-encoded.
+_MODEL_ENTRY = re.compile(r"/v1/models(?:/(?!\.\.?(?:/|\Z))[A-Za-z0-9._~:@+-]{1,200}){1,8}\Z")
+# An origin-form target (RFC 9112 3.2.1) in printable ASCII: a path from "/" and a query.
+_ORIGIN_FORM = re.compile(r"/(?!/)[\x21-\x7e]*\Z")
+MAX_REFUSALS = 20  # refusals kept, in words (the first ones)
 TRANSCRIPT_BODIES = 16  # request bodies kept as the transcript (the newest)
 TRANSCRIPT_BYTES = 64 * 1024  # per body
 _CONTENT_BYTES = 16 * 1024  # one message's content, head and tail kept
@@ -55,6 +84,27 @@ def _upstream_root(url: str) -> str:
     """``http://host:port`` from an endpoint URL with or without its ``/v1``."""
     root = url.rstrip("/")
     return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def refusal(method: str, target: str) -> str:
+    """Why the proxy will not relay ``method target``, or "" when it will."""
+    if not _ORIGIN_FORM.match(target) or "#" in target:
+        return "the target is not a path on the endpoint (origin-form, from /)"
+    path = target.split("?", 1)[0]
+    bare = path.rstrip("/") or "/"
+    if bare in ALLOWED.get(method, ()):
+        return ""
+    if method == "GET" and _MODEL_ENTRY.match(bare):
+        return ""
+    return "not one of the endpoint's API paths for this method"
+
+
+def upstream_url(base: httpx.URL, target: str) -> httpx.URL:
+    """``target`` (an allowed origin-form path and query) joined onto the upstream's own path:
+    the scheme, host and port are the upstream's whatever the target holds."""
+    path, _, query = target.partition("?")
+    joined = base.path.rstrip("/") + path
+    return base.copy_with(raw_path=(joined + (f"?{query}" if query else "")).encode("ascii"))
 
 
 def token_counts(payload: dict) -> tuple[int | None, int | None, int | None, str]:
@@ -192,6 +242,7 @@ class RecordingProxy:
         """``tcp`` defaults to a loopback listener only when there is no Unix socket.
         ``api_key``, if given, is what the upstream gets (the harness only ever holds a dummy)."""
         self.upstream = _upstream_root(upstream_url)
+        self._base = httpx.URL(self.upstream)
         self.unix_path = str(unix_path) if unix_path else None
         self.tcp = (self.unix_path is None) if tcp is None else tcp
         self.api_key = api_key
@@ -209,6 +260,7 @@ class RecordingProxy:
         self._records: list[RequestRecord] = []
         self._transcript: deque[dict] = deque(maxlen=TRANSCRIPT_BODIES)
         self._other: list[tuple[str, str, int]] = []
+        self._refused: list[str] = []
         self._servers: list[socketserver.BaseServer] = []
         self._threads: list[threading.Thread] = []
         self._t0 = time.monotonic()
@@ -283,6 +335,12 @@ class RecordingProxy:
         with self._lock:
             return list(self._other)
 
+    @property
+    def refused(self) -> list[str]:
+        """The requests the proxy would not relay, in words (the harness's faults)."""
+        with self._lock:
+            return list(self._refused)
+
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
 
@@ -303,7 +361,10 @@ class RecordingProxy:
             def do_GET(self) -> None:
                 proxy._relay(self)
 
+            # Every method reaches the relay, which refuses all but ALLOWED's (CONNECT too:
+            # this is no tunnel).
             do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET
+            do_CONNECT = do_TRACE = do_GET
 
         return Handler
 
@@ -337,8 +398,25 @@ class RecordingProxy:
                 self._active -= 1
                 self._idle.notify_all()
 
+    def _refuse(self, handler: http.server.BaseHTTPRequestHandler, why: str) -> None:
+        """Answer 400 without touching the upstream, and record it as the harness's fault."""
+        target = handler.path[:200]
+        with self._lock:
+            self._other.append((handler.command, target, 400))
+            if len(self._refused) < MAX_REFUSALS:
+                self._refused.append(
+                    f"request refused by the proxy: {handler.command} {target!r}: {why}"
+                )
+        handler.close_connection = True  # its body, if any, is never read
+        with contextlib.suppress(OSError):
+            self._reply_error(handler, 400, f"refused: {why}")
+
     def _relay_one(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         path = handler.path
+        why = refusal(handler.command, path)
+        if why:
+            self._refuse(handler, why)
+            return
         bare = path.split("?", 1)[0].rstrip("/")
         is_model = handler.command == "POST" and bare in MODEL_PATHS
         started = self.elapsed()
@@ -400,7 +478,7 @@ class RecordingProxy:
         record: RequestRecord,
     ) -> None:
         request = self._client.build_request(
-            handler.command, self.upstream + path, headers=headers, content=body
+            handler.command, upstream_url(self._base, path), headers=headers, content=body
         )
         try:
             response = self._client.send(request, stream=True)
@@ -470,6 +548,8 @@ class RecordingProxy:
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(data)))
+        if handler.close_connection:
+            handler.send_header("Connection", "close")
         handler.end_headers()
         handler.wfile.write(data)
         handler.wfile.flush()

@@ -247,7 +247,8 @@ def run_program(
                 stdout=stdout,
                 stderr=stderr,
                 requests=proxy.records,
-                denials=find_denials(stdout, stderr, transcript),
+                # What the proxy refused is the program's doing, as the cage's denials are.
+                denials=(proxy.refused + find_denials(stdout, stderr, transcript))[:MAX_DENIALS],
                 workspace=workspace,
                 transcript=transcript,
                 home_files=_read_home(plan.home),

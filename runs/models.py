@@ -138,7 +138,21 @@ class Hardware(models.Model):
         return hardware
 
 
-class Stack(models.Model):
+class MeasuredBy:
+    """What a stack's or run's measurement method (runs.methods) says of it on a page."""
+
+    method: str
+
+    @property
+    def method_label(self) -> str:
+        return methods.method_label(self.method)
+
+    @property
+    def is_imported(self) -> bool:
+        return methods.is_imported(self.method)
+
+
+class Stack(MeasuredBy, models.Model):
     """What the leaderboard ranks: a model file served by an engine with given launch settings.
 
     The engine version is kept per run, so one stack can show its trend across engine builds.
@@ -194,14 +208,6 @@ class Stack(models.Model):
         if self.method != methods.DEFAULT_METHOD:
             parts.append(f"({methods.method_label(self.method)})")
         return " ".join(parts)
-
-    @property
-    def method_label(self) -> str:
-        return methods.method_label(self.method)
-
-    @property
-    def is_imported(self) -> bool:
-        return methods.is_imported(self.method)
 
     @property
     def short_key(self) -> str:
@@ -314,7 +320,7 @@ class RunQuerySet(models.QuerySet):
         return self.filter(models.Exists(suites))
 
 
-class Run(models.Model):
+class Run(MeasuredBy, models.Model):
     """One benchmark execution of a stack on a piece of hardware."""
 
     stack = models.ForeignKey(Stack, on_delete=models.PROTECT, related_name="runs")
@@ -453,14 +459,6 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stack} @ {self.started_at:%Y-%m-%d}"
-
-    @property
-    def method_label(self) -> str:
-        return methods.method_label(self.method)
-
-    @property
-    def is_imported(self) -> bool:
-        return methods.is_imported(self.method)
 
     @property
     def trust_tier(self) -> str:

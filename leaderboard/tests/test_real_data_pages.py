@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections import deque
 
 import pytest
 from django.core.management import call_command
@@ -17,10 +16,10 @@ from django.test import Client
 
 from runs.models import HardwareClass, Run
 from runs.tests.test_import_real_data import CACHE, PRIVATE, REAL
+from submissions.tests.test_privacy_crawl import _crawl
 
 pytestmark = pytest.mark.skipif(not CACHE.is_file(), reason=f"no real data at {REAL}")
 
-HREF = re.compile(r'href="(/[^"#]*)"')
 # Words the site itself prints (the landing page's `--url http://127.0.0.1:8080` example, the
 # methodology's "Remote endpoints", ":8080" inside a JSON number): what a source held of them
 # is caught by the private-address pattern and the source's own phrase instead.
@@ -46,21 +45,6 @@ def _usernames() -> set[str]:
     }
     names = {str((row.get("user") or {}).get("username") or "") for row in rows}
     return {name for name in names if len(name) >= 4 and name.lower() not in publishers}
-
-
-def _crawl(client: Client, starts: list[str], limit: int) -> dict[str, str]:
-    seen: dict[str, str] = {}
-    queue = deque(starts)
-    while queue and len(seen) < limit:
-        url = queue.popleft()
-        if url in seen or url.startswith(("/admin", "/account", "/moderation", "/static/")):
-            continue
-        response = client.get(url)
-        assert response.status_code < 500, url
-        body = response.content.decode("utf-8", "replace") if response.status_code == 200 else ""
-        seen[url] = body
-        queue.extend(link.replace("&amp;", "&") for link in HREF.findall(body))
-    return seen
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,15 +10,20 @@ engine: the hardware comes from whoever submits the file. Django-free.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from datetime import UTC, datetime
 from typing import Any
 
 from runs import bounds
-from runs.importers.llamacpp import Measurement, Test, find_tables, model_basename, table_cells
+from runs.importers.llamacpp import (
+    Measurement,
+    Test,
+    csv_table,
+    find_tables,
+    model_basename,
+    table_cells,
+)
 from runs.importers.records import FormatError, Node, load_json
 
 _NAME = re.compile(
@@ -191,28 +196,12 @@ def _moment(node: Node) -> datetime:
 
 
 def _csv_rows(text: str) -> list[tuple[str, dict[str, str]]]:
-    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        return []
-    except csv.Error as exc:
-        raise FormatError("line 1", f"not CSV: {exc}") from None
-    for required in ("model", "test_name", "t_s_mean"):
-        if required not in header:
-            raise FormatError("line 1", f"column {required!r} is missing: not llama-benchy CSV")
-    rows = []
-    try:
-        for values in reader:
-            if not any(v.strip() for v in values):
-                continue
-            where = f"line {reader.line_num}"
-            if len(values) != len(header):
-                raise FormatError(where, f"{len(values)} values for {len(header)} columns")
-            rows.append((where, dict(zip(header, values, strict=True))))
-    except csv.Error as exc:
-        raise FormatError(f"line {reader.line_num}", f"not CSV: {exc}") from None
-    return rows
+    def check(header: list[str]) -> None:
+        for required in ("model", "test_name", "t_s_mean"):
+            if required not in header:
+                raise FormatError("line 1", f"column {required!r} is missing: not llama-benchy CSV")
+
+    return csv_table(text, check)
 
 
 def _md_rows(text: str) -> list[tuple[str, dict[str, str]]]:

@@ -86,15 +86,20 @@ def parse_json(path: Path, document: object) -> Parsed:
         order=lambda r: (r.get("timestamp_utc").timestamp(), r.get("id").str()),
     ):
         ids = [r.get("id").str() for r in group]
-        try:
-            records.append(_json_record(path, group[0], ids))
-        except _LeftOut as out:
-            for row_id in ids:
-                report.leave_out(row_id, out.reason, figure=out.figure)
-            continue
-        report.duplicates_merged += len(ids) - 1
+        _keep(records, report, ids, lambda: _json_record(path, group[0], ids))  # noqa: B023
     report.records = len(records)
     return Parsed(records, report)
+
+
+def _keep(records: list[RunRecord], report: SourceReport, ids: list[str], make) -> None:
+    """The record of one group of repeated rows, or every id of it left out with the reason."""
+    try:
+        records.append(make())
+    except _LeftOut as out:
+        for row_id in ids:
+            report.leave_out(row_id, out.reason, figure=out.figure)
+        return
+    report.duplicates_merged += len(ids) - 1
 
 
 def _json_record(path: Path, result: Node, ids: list[str]) -> RunRecord:
@@ -234,13 +239,8 @@ def parse_csv(path: Path, text: str) -> Parsed:
         order=lambda r: (r[1]["date"], r[0]),
     ):
         ids = [_csv_row_id(row) for _line, row in group]
-        try:
-            records.append(_csv_record(group[0][0], group[0][1], ids, [n for n, _ in group]))
-        except _LeftOut as out:
-            for row_id in ids:
-                report.leave_out(row_id, out.reason, figure=out.figure)
-            continue
-        report.duplicates_merged += len(ids) - 1
+        lines = [n for n, _ in group]
+        _keep(records, report, ids, lambda: _csv_record(group[0][0], group[0][1], ids, lines))  # noqa: B023
     report.records = len(records)
     return Parsed(records, report)
 

@@ -15,8 +15,6 @@ runs.importers.external turns each into a run. Django-free.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
@@ -30,6 +28,7 @@ from runs.importers.llamacpp import (
     Measurement,
     Test,
     canonical_backend,
+    csv_table,
     describe_model_type,
     find_tables,
     launch_settings,
@@ -138,31 +137,12 @@ def _object_row(item: object, where: str) -> _Row:
 
 
 def _csv_rows(text: str) -> list[_Row]:
-    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
-    try:
-        header = next(reader)
-    except StopIteration:
-        return []
-    except csv.Error as exc:
-        raise FormatError("line 1", f"not CSV: {exc}") from None
-    header = [h.strip() for h in header]
-    _check_columns(header, "line 1")
-    rows = []
-    try:
-        for values in reader:
-            if not any(v.strip() for v in values):
-                continue
-            where = f"line {reader.line_num}"
-            if len(values) != len(header):
-                raise FormatError(
-                    where,
-                    f"{len(values)} values for {len(header)} columns (truncated or not "
-                    "from the header's llama-bench build)",
-                )
-            rows.append(_text_row(dict(zip(header, values, strict=True)), where))
-    except csv.Error as exc:
-        raise FormatError(f"line {reader.line_num}", f"not CSV: {exc}") from None
-    return rows
+    rows = csv_table(
+        text,
+        lambda header: _check_columns(header, "line 1"),
+        why=" (truncated or not from the header's llama-bench build)",
+    )
+    return [_text_row(values, where) for where, values in rows]
 
 
 _INSERT = re.compile(

@@ -7,13 +7,16 @@ Django-free, like every importer (parser processes load it).
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from runs import normalize
-from runs.importers.records import HardwareRecord
+from runs.importers.records import FormatError, HardwareRecord
 
 # Backends by how llama.cpp registers them, a GPU's first; anything else (BLAS, AMX) is CPU.
 _BACKENDS = (
@@ -243,3 +246,31 @@ __all__ = [
     "read_devices",
     "table_cells",
 ]
+
+
+def csv_table(
+    text: str, check: Callable[[list[str]], None], *, why: str = ""
+) -> list[tuple[str, dict[str, str]]]:
+    """(line, {column: text}) for each row of a CSV file with a header, blank lines skipped;
+    `check` refuses a header that is not the tool's, and a row of another width is an error
+    naming its line (`why` says what that likely means)."""
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        return []
+    except csv.Error as exc:
+        raise FormatError("line 1", f"not CSV: {exc}") from None
+    check(header)
+    rows = []
+    try:
+        for values in reader:
+            if not any(v.strip() for v in values):
+                continue
+            where = f"line {reader.line_num}"
+            if len(values) != len(header):
+                raise FormatError(where, f"{len(values)} values for {len(header)} columns{why}")
+            rows.append((where, dict(zip(header, values, strict=True))))
+    except csv.Error as exc:
+        raise FormatError(f"line {reader.line_num}", f"not CSV: {exc}") from None
+    return rows

@@ -259,6 +259,9 @@ class LaneRowSerializer(serializers.Serializer):
     """A row of GET /api/v1/leaderboard: one stack on one hardware class (or, on the
     all-hardware view, on every machine, with quality only)."""
 
+    rank = serializers.IntegerField(
+        help_text="the row's place; in a view of several hardware classes, within its class"
+    )
     stack = StackSerializer()
     hardware_class = HardwareClassSerializer(allow_null=True)
     runs = serializers.IntegerField()
@@ -378,7 +381,10 @@ def _leaderboard_body(request: Request) -> dict:
         "previous": (
             _page_url(request, page.previous_page_number()) if page.has_previous() else None
         ),
-        "results": [_lane_row(row, pooled=pooled) for row in result.rows],
+        "results": [
+            {"rank": row.rank or place, **_lane_row(row, pooled=pooled)}
+            for place, row in enumerate(result.rows, start=page.start_index() or 1)
+        ],
     }
 
 

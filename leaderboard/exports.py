@@ -26,6 +26,10 @@ def view_meta(filters, scope, version: str) -> dict:
         "hardware": "all hardware (mixes machines)" if scope.pooled else scope.label,
         "hardware_class": single.slug if single else None,
         "mixes_hardware": scope.pooled,
+        # Several classes: each is ranked among its own rows (a row's rank restarts per class).
+        "ranked_within": "hardware class"
+        if scope.grouped
+        else ("view" if not scope.pooled else "all hardware, by quality"),
         "warning": MIXED_WARNING if scope.pooled else "",
         "score_scale": filters.scale,
         "benchmark_version": version,
@@ -104,7 +108,8 @@ def records(rows: Sequence[Row], *, base_url: str, view: dict) -> list[dict]:
     columns = _columns(view)
     out = []
     for rank, row in enumerate(rows, start=1):
-        record: dict = {"rank": rank}
+        # A view of several classes ranks each class apart (rows grouped by class).
+        record: dict = {"rank": row.rank or rank}
         record.update({name: _rounded(get(row)) for name, get in columns})
         record["stack_url"] = f"{base_url}/stacks/{row.stack_id}/"
         record["best_run_url"] = f"{base_url}/runs/{row.best_run_id}/" if row.best_run_id else ""

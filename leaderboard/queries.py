@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field, replace
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Q, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Count, F, Q, Sum, Window
+from django.db.models.functions import Coalesce, RowNumber
 
 from leaderboard import cache as board_cache
 from leaderboard import rows as board_rows
@@ -67,6 +67,11 @@ class Scope:
     @property
     def empty(self) -> bool:
         return self.class_ids == [] and not self.pooled
+
+    @property
+    def grouped(self) -> bool:
+        """Several classes in one view: each is ranked among itself, never against another."""
+        return not self.pooled and self.single is None and bool(self.class_ids)
 
 
 def vram_range(label: str) -> tuple[float, float]:
@@ -372,12 +377,23 @@ def lanes(filters: BoardFilters, scope: Scope, version: str):
     column = F(board_rows.LANE_SORTS[filters.sort_key])
     primary = column.desc(nulls_last=True) if filters.descending else column.asc(nulls_last=True)
     tie = F(board_rows.LANE_SORTS[filters.default_sort]).desc(nulls_last=True)
-    return qs.order_by(primary, tie, "stack_id", "hardware_class_id")
+    order = [primary, tie, F("stack_id").asc(), F("hardware_class_id").asc()]
+    if scope.grouped:
+        # Each class's lanes ranked among themselves, the classes one after another.
+        rank = Window(RowNumber(), partition_by=[F("hardware_class_id")], order_by=order)
+        qs = qs.annotate(class_rank=rank)
+        return qs.order_by("hardware_class__label", "hardware_class_id", *order)
+    return qs.order_by(*order)
 
 
-def _lane_rows(ids: list[int], scale: str) -> list[Row]:
+def _lane_rows(ids: list[int], scale: str, ranks: list[int] | None = None) -> list[Row]:
     by_id = Lane.objects.select_related("stack", "hardware_class", "best_run").in_bulk(ids)
-    return [board_rows.from_lane(by_id[i], scale=scale) for i in ids if i in by_id]
+    rows = []
+    for place, lane_id in enumerate(ids):
+        if lane_id in by_id:
+            rows.append(board_rows.from_lane(by_id[lane_id], scale=scale))
+            rows[-1].rank = ranks[place] if ranks else None
+    return rows
 
 
 def _matching(filters: BoardFilters, scope: Scope, version: str) -> RunQuerySet:
@@ -448,9 +464,10 @@ def _rows_from_runs(filters: BoardFilters, scope: Scope, version: str) -> list[R
     found = board_rows.attach(found, stacks=stacks, classes=classes, runs={})
     if filters.sort_key == "submitters":
         found = _count_submitters(found, filters, scope, version)
-    return board_rows.sort_rows(
+    found = board_rows.sort_rows(
         found, filters.sort_key, descending=filters.descending, tie=filters.default_sort
     )
+    return board_rows.by_class(found) if scope.grouped else found
 
 
 def _finish_run_rows(
@@ -495,9 +512,12 @@ def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
         rows = _finish_run_rows(list(page.object_list), filters, scope, version)
         points = [_point(r.stack, r.quality, r.decode) for r in every] if chart else []
     else:
-        narrow = list(lanes(filters, scope, version).values_list(*NARROW))
+        extra = ("class_rank",) if scope.grouped else ()
+        narrow = list(lanes(filters, scope, version).values_list(*NARROW, *extra))
         page = Paginator(narrow, PAGE_SIZE).get_page(filters.page)
-        rows = _lane_rows([row[0] for row in page.object_list], filters.scale)
+        shown = list(page.object_list)
+        ranks = [row[-1] for row in shown] if scope.grouped else None
+        rows = _lane_rows([row[0] for row in shown], filters.scale, ranks)
         points = _lane_points(narrow[:scatter_limit]) if chart else []
     points = [p for p in points if p][:scatter_limit]
     return Board(page, rows, points, scope, version, versions, **settled)
@@ -536,8 +556,10 @@ def board_export_rows(filters: BoardFilters) -> tuple[list[Row], Scope, str]:
     if filters.run_level:
         rows = _rows_from_runs(filters, scope, version)[:EXPORT_LIMIT]
         return _finish_run_rows(rows, filters, scope, version), scope, version
-    ids = list(lanes(filters, scope, version).values_list("id", flat=True)[:EXPORT_LIMIT])
-    return _lane_rows(ids, filters.scale), scope, version
+    extra = ("class_rank",) if scope.grouped else ()
+    found = list(lanes(filters, scope, version).values_list("id", *extra)[:EXPORT_LIMIT])
+    ranks = [row[-1] for row in found] if scope.grouped else None
+    return _lane_rows([row[0] for row in found], filters.scale, ranks), scope, version
 
 
 # --- menus, feeds and other lists -----------------------------------------------------------

@@ -58,6 +58,9 @@ class Row:
     hardware_class: HardwareClass | None = None
     best_run: Run | None = None
     matrix_url: str = ""  # the model's harness matrix on this class, where it has one
+    # A view of several classes ranks each class's rows among themselves (speed never across
+    # machines): the row's place within its class; None where one ranking covers the view.
+    rank: int | None = None
 
     @property
     def pooled(self) -> bool:
@@ -242,6 +245,19 @@ def sort_rows(rows: list[Row], key: str, *, descending: bool, tie: str) -> list[
         present.sort(key=lambda r: python_sort_value(r, name), reverse=desc)
         rows = present + [r for r in rows if python_sort_value(r, name) is None]
     return rows
+
+
+def by_class(rows: list[Row]) -> list[Row]:
+    """Rows in display order grouped by hardware class (by its label), each class's rows in
+    the order given and ranked from 1 among themselves."""
+    grouped = sorted(
+        rows,
+        key=lambda r: (r.hardware_class.label if r.hardware_class else "", r.hardware_class_id),
+    )
+    places: dict[int | None, int] = {}
+    for row in grouped:
+        places[row.hardware_class_id] = row.rank = places.get(row.hardware_class_id, 0) + 1
+    return grouped
 
 
 def attach(rows: Sequence[Row], *, stacks: dict, classes: dict, runs: dict) -> list[Row]:

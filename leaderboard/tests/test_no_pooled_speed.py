@@ -213,3 +213,58 @@ def test_walk_has_several_classes_and_both_stacks_everywhere(client: Client) -> 
     runs = _plant()
     assert Run.objects.published().values("hardware_class").distinct().count() == len(BASES)
     assert len({run.stack_id for run in chain.from_iterable(runs.values())}) == 2
+
+
+# --- grouped views (issue 29): several classes in one view, each ranked among itself ----------
+
+
+def ranked_across_classes(rows: list[tuple[str, int]]) -> list[str]:
+    """What is wrong with a grouped view's (class, rank) rows: a class whose rows are not
+    together, or whose ranks do not run 1, 2, 3… (a rank taken from another class's rows)."""
+    problems, seen, previous = [], {}, None
+    for label, rank in rows:
+        if label != previous and label in seen:
+            problems.append(f"{label}'s rows are split by another class's")
+        expected = seen.get(label, 0) + 1
+        if rank != expected:
+            problems.append(f"{label} rank {rank} where {expected} was due")
+        seen[label], previous = rank, label
+    return problems
+
+
+def test_the_check_catches_a_view_that_ranks_classes_against_each_other() -> None:
+    # One ranking over both classes, fastest first, as the grouped views used to order them.
+    assert ranked_across_classes([("H100 80 GB", 1), ("RTX 4090 24 GB", 2), ("H100 80 GB", 3)])
+    assert ranked_across_classes([("H100 80 GB", 1), ("H100 80 GB", 2), ("RTX 4090 24 GB", 3)])
+    assert not ranked_across_classes([("H100 80 GB", 1), ("H100 80 GB", 2), ("RTX 4090 24 GB", 1)])
+
+
+def test_grouped_views_rank_each_class_among_itself(client: Client) -> None:
+    for slug, decode in (("rtx-4090", 90.0), ("h100", 300.0)):
+        for i, model in enumerate(("a:8b", "b:8b")):
+            on_class(
+                slug,
+                speed_record(slug, model_id=model, decode=decode - i, prefill=1000, ttft=50),
+            )
+    grouped = "/leaderboard/?vendor=nvidia&sort=decode"
+    html = client.get(grouped).content.decode()
+    cells = re.findall(
+        r'<td class="num rank">(\d+)</td>.*?<td class="col-hardware"><a [^>]*>([^<]+)</a>',
+        html,
+        re.S,
+    )
+    rows = [(label, int(rank)) for rank, label in cells]
+    assert len(rows) == 4 and not ranked_across_classes(rows), rows
+    assert html.count('class="class-section"') == 2
+    assert "ranked class by class, never one class against another" in html
+    data = client.get("/api/v1/leaderboard?vendor=nvidia&sort=decode").json()
+    assert data["view"]["ranked_within"] == "hardware class" and not data["view"]["mixes_hardware"]
+    api_rows = [(r["hardware_class"]["label"], r["rank"]) for r in data["results"]]
+    assert not ranked_across_classes(api_rows), api_rows
+    csv_rows = client.get("/leaderboard/export.csv?vendor=nvidia&sort=decode")
+    lines = csv_rows.content.decode().splitlines()
+    header = lines[0].split(",")
+    ranked = [
+        (line.split(",")[header.index("hardware")], int(line.split(",")[0])) for line in lines[1:]
+    ]
+    assert not ranked_across_classes(ranked), ranked

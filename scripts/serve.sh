@@ -65,6 +65,8 @@ case "$SHOWN_HOST" in \[*) ;; *:*) SHOWN_HOST="[$SHOWN_HOST]" ;; esac
 URL="http://$SHOWN_HOST:$PORT"
 # The address that links leaving the site (mail, the upload answer the CLI prints) are built on.
 export SITE_URL="${SITE_URL:-$URL}"
+# The embedded broker with its host named: kombu warns "No hostname was supplied" without one.
+export CELERY_BROKER_URL="${CELERY_BROKER_URL:-$EMBEDDED_BROKER}"
 
 python manage.py migrate --noinput -v 0
 python manage.py collectstatic --noinput -v 0

@@ -19,32 +19,28 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from worker import cli_compat, cli_from, cli_matrix
 from worker.cli_display import RunDisplay
-from worker.cli_format import fmt, versions
+from worker.cli_format import print_json, say, versions
+from worker.cli_info import cmd_info
+from worker.cli_list import mark_running, next_unsent
 from worker.cli_run import print_header, render_run, run_summary
 from worker.contract import RunEvent
-from worker.engine import __version__
 from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
 from worker.engine.compare import compare_bundles
 from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
-from worker.engine.hardware import detect_hardware
-from worker.engine.harnesses import FORMATS, HARNESS_DESCRIPTIONS, HARNESSES, PROGRAMS, canonical
+from worker.engine.harnesses import FORMATS, HARNESSES, PROGRAMS, canonical
 from worker.engine.orchestrator import RunConfig, RunOutcome, execute, prepare_run
-from worker.engine.preflight import DEFAULT_TRIALS
+from worker.engine.paths import benchloop_home
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
-from worker.engine.sandbox import current_isolation
-from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
-from worker.engine.suites import available_suites, load_profiles
 from worker.engine.suites.sweep import parse_levels
-from worker.engine.sweeps import SWEEP_METRICS
 
 EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_SERVER = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130
@@ -60,10 +56,6 @@ _EXIT_BY_KIND = {
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
-
-
-def _print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def _csv_list(value: str | None) -> list[str] | None:
@@ -137,188 +129,48 @@ def run_and_show(args: argparse.Namespace) -> tuple[int, RunOutcome]:
             err.print(f"hashing {escape(event['file'])} ({size:.1f} GB), once per file…")
 
     prep = prepare_run(config, on_event=preflight)
+    markers: list[Path] = []
+
+    def started(event: RunEvent) -> None:
+        # `benchloop list` reads this marker to say "running" while this process lives.
+        if event["type"] == "run_started":
+            home = prep.config.home or benchloop_home()
+            markers.append(mark_running(home / "runs" / event["run_id"]))
+
     try:
         if args.json:
-            outcome = execute(prep)
+            outcome = execute(prep, started)
         else:
             print_header(out, prep)
             with RunDisplay(out, prep.tasks) as display:
-                outcome = execute(prep, display.on_event)
+
+                def both(event: RunEvent) -> None:
+                    started(event)
+                    display.on_event(event)
+
+                outcome = execute(prep, both)
             # The bundle is already on disk; a display crash here loses nothing.
             render_run(out, outcome.bundle, str(outcome.path))
     finally:
         prep.provider.close()
+        for marker in markers:
+            marker.unlink(missing_ok=True)
     if args.json:
-        _print_json(run_summary(outcome))
+        print_json(run_summary(outcome))
     return (EXIT_OK if outcome.status == "complete" else EXIT_RUN), outcome
 
 
 # --------------------------------------------------------------------------------------- info
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    data = _info_data()
-    if args.json:
-        _print_json(data)
-        return EXIT_OK
-    out.print(f"[bold]benchloop {versions()}[/]")
-    _print_machine(data["hardware"], data["sandbox"])
-    servers = _servers_table(data["servers"])
-    out.print(servers if data["servers"] else "No LLM server answers on the usual local ports.")
-    out.print(_suites_table(data["suites"]))
-    out.print(_profiles_table(data["profiles"]))
-    out.print(_harnesses_table(data["harnesses"]))
-    out.print("[bold]Reasoning models[/]")
-    for line in data["reasoning"]["text"]:
-        out.print(line)
-    out.print(_sweep_metrics_table(data["sweep_metrics"]))
-    return EXIT_OK
-
-
-def _reasoning_info() -> dict[str, Any]:
-    """How quality tasks give a model room to think (docs/metrics.md, "Reasoning models")."""
-    return {
-        "default_thinking_budget": DEFAULT_THINKING_BUDGET,
-        "max_tokens_ceiling": MAX_TOKENS_CEILING,
-        "text": [
-            "Each quality task asks for at most its answer cap plus the thinking budget. The "
-            f"budget is {DEFAULT_THINKING_BUDGET} tokens when the warm-up answer carries "
-            "reasoning (reasoning_content, reasoning, thinking or <think>), else 0; "
-            "--thinking-budget N sets it, --max-tokens N sets the answer cap (up or down; "
-            f"alone, the whole limit), never above {MAX_TOKENS_CEILING} or the server's context.",
-            "Reasoning tokens are counted apart from answer tokens: the server's "
-            "reasoning_tokens where it reports them, else one per stream event, else estimated "
-            "from the text; each record says which (reasoning_token_source).",
-            "ttft_answer_ms is the time to the first answer token, next to TTFT (the first "
-            "token of any kind). A task cut off while still thinking says "
-            "truncated_in_reasoning: raise --thinking-budget.",
-        ],
-    }
-
-
-def _info_data() -> dict[str, Any]:
-    """What `info --json` prints: this machine, its servers, and what the engine can run."""
-    servers = [
-        {"url": s.base_url, "kind": s.kind, "engine": s.engine, "models": s.models}
-        for s in scan_local()
-    ]
-    suites: dict[str, dict[str, Any]] = {
-        name: {
-            "version": s.version,
-            "task_count": len(s.tasks),
-            "description": s.description,
-            "tasks": [t["id"] for t in s.tasks],
-        }
-        for name, s in available_suites().items()
-    }
-    return {
-        "version": __version__,
-        "benchmark_version": BENCHMARK_VERSION,
-        "score_schema_version": SCORE_SCHEMA_VERSION,
-        "hardware": detect_hardware(),
-        "servers": servers,
-        "suites": suites,
-        "profiles": _profile_rows({name: s["task_count"] for name, s in suites.items()}),
-        "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
-        "sandbox": current_isolation().as_dict(),
-        "reasoning": _reasoning_info(),
-        "sweep_metrics": SWEEP_METRICS,
-    }
-
-
-def _profile_rows(task_counts: dict[str, int]) -> dict[str, dict[str, Any]]:
-    """Each profile with its task count and whether every suite it names is installed."""
-    profiles = load_profiles()
-    rows = {}
-    for name, p in profiles["profiles"].items():
-        missing = [s for s in p["suites"] if s not in task_counts]
-        rows[name] = {
-            "suites": p["suites"],
-            "task_count": sum(task_counts[s] for s in p["suites"] if s in task_counts),
-            "available": not missing,
-            "missing_suites": missing,
-            "default": name == profiles["default"],
-            "speed_trials": p.get("speed_trials", DEFAULT_TRIALS),
-        }
-    return rows
-
-
-def _print_machine(hardware: dict[str, Any], sandbox: dict[str, Any]) -> None:
-    gpus = (
-        ", ".join(f"{g['name']} ({fmt(g.get('vram_gb'))} GB)" for g in hardware["gpus"]) or "none"
-    )
-    out.print(
-        f"CPU: {hardware['cpu_model']} ({hardware['cpu_physical_cores']} cores, "
-        f"{hardware['cpu_logical_cores']} threads) · RAM {fmt(hardware['ram_gb'])} GB · "
-        f"{hardware['os']} {hardware['os_version']}\nGPU: {gpus}"
-    )
-    for note in hardware["notes"]:
-        out.print(f"[dim]{note}[/]")
-    colour = {"os": "green", "weak": "yellow"}.get(sandbox["level"], "red")
-    line = f"Code sandbox: [{colour}]{sandbox['level']}[/] · {escape(sandbox['detail'])}"
-    if sandbox.get("reason"):
-        line += f"\n[dim]{escape(sandbox['reason'])}; coding suites are refused[/]"
-    out.print(line)
-
-
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title)
-    for col in columns:
-        table.add_column(col)
-    return table
-
-
-def _servers_table(servers: list[dict[str, Any]]) -> Table:
-    table = _table("LLM servers on this machine", "url", "kind", "version", "models")
-    for s in servers:
-        table.add_row(
-            s["url"], s["kind"], str(s["engine"].get("version", "")), ", ".join(s["models"])
-        )
-    return table
-
-
-def _suites_table(suites: dict[str, dict[str, Any]]) -> Table:
-    table = _table("Suites", "suite", "version", "tasks", "description")
-    for name, s in suites.items():
-        table.add_row(name, s["version"], str(s["task_count"]), s["description"])
-    return table
-
-
-def _profiles_table(profiles: dict[str, dict[str, Any]]) -> Table:
-    table = _table("Profiles", "profile", "suites", "tasks", "speed trials", "status")
-    for name, p in profiles.items():
-        status = "available" if p["available"] else "needs " + ", ".join(p["missing_suites"])
-        label = name + (" (default)" if p["default"] else "")
-        table.add_row(
-            label, ", ".join(p["suites"]), str(p["task_count"]), str(p["speed_trials"]), status
-        )
-    return table
-
-
-def _sweep_metrics_table(metrics: dict[str, str]) -> Table:
-    table = _table("Depth and concurrency sweeps (suite speed_sweep)", "figure", "what it is")
-    for name, text in metrics.items():
-        table.add_row(name, text)
-    return table
-
-
-def _harnesses_table(harnesses: dict[str, str]) -> Table:
-    table = _table("Harnesses (--harness)", "harness", "how tools are offered and read back")
-    for name, description in harnesses.items():
-        table.add_row(name + (" (default)" if name == "raw" else ""), description)
-    return table
-
-
-# ------------------------------------------------------------------------------- list, compare
-
-
 def cmd_list(args: argparse.Namespace) -> int:
-    from worker.cli_list import list_rows, render_list
+    from worker.cli_list import ask_site, list_rows, render_list
     from worker.engine.paths import runs_dir
 
     rows = list_rows()
+    ask_site(rows)
     if args.json:
-        _print_json({"runs_dir": str(runs_dir()), "count": len(rows), "runs": rows})
+        print_json({"runs_dir": str(runs_dir()), "count": len(rows), "runs": rows})
     else:
         render_list(out, rows)
     return EXIT_OK
@@ -330,8 +182,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     a = load_bundle(find_run(args.run_a))
     b = load_bundle(find_run(args.run_b))
     result = compare_bundles(a, b)
+    if not result["shared_tasks"]:
+        raise UsageError(
+            f"{a['run_id']} and {b['run_id']} have no speed task in common: nothing to compare",
+            hint="Compare two runs that ran the same speed tasks (e.g. both `--suites speed`).",
+        )
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         render_compare(out, result)
     return EXIT_OK
@@ -359,8 +216,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     if args.from_file or args.hardware:
         return cli_from.submit_from(args, out, err)
-    path = find_run(args.run)
+    if args.run:
+        path = find_run(args.run)
+    else:
+        # Not the run that started last: the newest one that finished and was never sent.
+        unsent = next_unsent(allow_incomplete=args.allow_incomplete)
+        if unsent is None:
+            if args.json:
+                print_json({"ok": True, "nothing_to_send": True, "run_id": None})
+            else:
+                say(out, "Nothing left to send: every finished run here is already on a site.")
+                say(out, "`benchloop list` shows them; `benchloop submit ID` sends one again.")
+            return EXIT_OK
+        path = unsent
     bundle = load_bundle(path)
+    if not args.run and not args.json:
+        # On stderr, like login's prompt: stdout says only what the site answered.
+        say(err, f"Sending {bundle['run_id']}, the newest finished run not yet on the site.")
     if bundle["status"] != "complete" and not args.allow_incomplete:
         raise UsageError(
             f"run {bundle['run_id']} is {bundle['status']}",
@@ -388,13 +260,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     # Kept beside run.json (which stays exactly as measured) so users can see what was sent.
     (path.parent / "submission.json").write_text(json.dumps(record, indent=1) + "\n")
     if args.json:
-        _print_json(record)
+        print_json(record)
     else:
         verb = "uploaded" if result.created else "already on the site (same client_run_id)"
         state = _review_state(result.body)
-        line = f"{bundle['run_id']}: {verb}" + (f"; {state}" if state else "")
-        # soft_wrap: Rich would otherwise break the link across lines at the terminal's width.
-        out.print(escape(line + (f" → {record['url']}" if record["url"] else "")), soft_wrap=True)
+        say(out, f"{bundle['run_id']}: {verb}" + (f"; {state}" if state else ""))
+        if record["url"]:
+            # On a line of its own and never wrapped, so it can be clicked or copied whole.
+            out.print(Text(record["url"]), soft_wrap=True)
     return EXIT_OK
 
 
@@ -404,14 +277,19 @@ def cmd_login(args: argparse.Namespace) -> int:
     site = site_url(args.site)
     grant = device_start(site)
     target = grant.verification_uri_complete or grant.verification_uri
-    err.print(f"Open [bold]{target}[/] and enter the code [bold]{grant.user_code}[/]")
+    line = f"Open {target} and enter the code {grant.user_code}"
+    if len(line) > err.width:
+        # The link on a line of its own, whole, so it can be clicked or copied.
+        line = f"Open this address and enter the code {grant.user_code}\n{target}"
+    err.print(Text(line), soft_wrap=True)
     err.print("[dim]Waiting for approval… (Ctrl-C to cancel)[/]")
     key = device_poll(site, grant)
     path = save_credentials(site, key)
     if args.json:
-        _print_json({"ok": True, "site": site, "credentials": str(path)})
+        print_json({"ok": True, "site": site, "credentials": str(path)})
     else:
-        out.print(f"Logged in to {site}; key saved to {path} (mode 0600).")
+        say(out, f"Logged in to {site}; the key is saved, readable by you only (mode 0600), in:")
+        out.print(Text(str(path)), soft_wrap=True)
     return EXIT_OK
 
 
@@ -540,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     info = command("info", "show hardware, local LLM servers, suites and profiles")
+    info.add_argument(
+        "--all", action="store_true", help="also each suite, profile, harness and sweep figure"
+    )
     info.set_defaults(handler=cmd_info)
     cli_compat.add_suites_command(sub, cmd_info)
 
@@ -583,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     except EngineError as exc:
         code = _EXIT_BY_KIND.get(exc.kind, EXIT_SERVER)
         if getattr(args, "json", False):
-            _print_json({"ok": False, "error": exc.to_dict(), "exit_code": code})
+            print_json({"ok": False, "error": exc.to_dict(), "exit_code": code})
         err.print(f"[red]error:[/] {escape(exc.message)}")
         if exc.hint:
             err.print(f"[dim]hint:[/] {escape(exc.hint)}")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import textwrap
 from collections.abc import Mapping
 from numbers import Real
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -110,3 +113,29 @@ def table(title: str = "") -> Table:
         collapse_padding=True,
         header_style="bold",
     )
+
+
+def whole_path(label: str, path: str, width: int) -> str:
+    """ "label: path" in lines no wider than ``width``: on one line if it fits, else the path on
+    a line of its own, as ~/… or as its folder if that is what fits (a terminal wraps a longer
+    line, and a path broken so cannot be pasted); a path longer than any line, whole."""
+    line = f"{label}: {path}"
+    if len(line) <= width:
+        return line
+    home = str(Path.home())
+    short = "~" + path[len(home) :] if home != "/" and path.startswith(home + "/") else path
+    choices = (
+        (label, path),
+        (label, short),
+        (f"{label} folder", str(Path(path).parent)),
+        (f"{label} folder", str(Path(short).parent)),
+    )
+    for name, shown in choices:
+        if len(shown) <= width:
+            return f"{name}:\n{shown}"
+    return f"{label}:\n{path}"
+
+
+def print_json(data: object) -> None:
+    """A command's --json answer on stdout, whole."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import socket
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,11 +16,15 @@ from rich.text import Text
 
 from worker.cli_format import fit, say
 from worker.engine.bundle import RUN_FILE, list_runs, load_bundle
-from worker.engine.errors import UsageError
+from worker.engine.errors import EngineError, UsageError
 from worker.engine.paths import runs_dir
 
 SUBMISSION_FILE = "submission.json"
-_HEADERS = ("id", "date (UTC)", "profile", "tasks", "status", "uploaded")
+# Beside run.json while `benchloop run` runs: its pid and host, so `list` can say "running".
+RUNNING_FILE = "running.json"
+# A bundle with no end, no marker and untouched this long is not running (each task rewrites it).
+_QUIET_S = 15 * 60
+_HEADERS = ("id", "date (UTC)", "profile", "tasks", "status", "on the site")
 _RIGHT = {"tasks"}
 # An id cell wider than this goes on a line of its own.
 _MAX_ID = 12
@@ -53,15 +61,85 @@ def _submission(folder: Path) -> dict | None:
 
 
 def _uploaded(record: dict | None) -> str:
-    """What the site answered when the run was sent: 'no' if it never was."""
+    """What the site last said of the run (when sent, or when `list` last asked it): 'no' if
+    it was never sent."""
     if record is None:
         return "no"
-    review = record.get("review")
+    seen = record.get("last_seen")
+    if isinstance(seen, dict):
+        return (
+            "not on the site"
+            if seen.get("gone")
+            else _state_words(seen.get("review"), seen.get("published"))
+        )
+    return _state_words(record.get("review"), record.get("published"))
+
+
+def _when_seen(record: dict | None) -> object:
+    seen = (record or {}).get("last_seen")
+    return seen.get("at") if isinstance(seen, dict) else (record or {}).get("submitted_at")
+
+
+def _remember(row: dict, state: dict | None) -> None:
+    """Keep what the site said in submission.json, for `list` to show when it cannot ask."""
+    path = Path(row["path"]).parent / SUBMISSION_FILE
+    record = _submission(path.parent)
+    if not record:
+        return
+    record["last_seen"] = {
+        "review": (state or {}).get("status"),
+        "published": (state or {}).get("published"),
+        "gone": state is None,
+        "at": datetime.now(UTC).isoformat(),
+    }
+    # A read-only folder: the state is still shown, just not remembered.
+    with contextlib.suppress(OSError):
+        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def _state_words(review: object, published: object) -> str:
     if review in ("pending", "flagged"):
         return "pending review"
-    if record.get("published"):
+    if published:
         return "published"
-    return str(review) if isinstance(review, str) and review else "yes"
+    if review == "approved":
+        return "approved, unlisted"
+    return str(review) if isinstance(review, str) and review else "sent"
+
+
+def mark_running(folder: Path) -> Path:
+    """Say this process is running the run in ``folder`` (removed when it ends)."""
+    marker = folder / RUNNING_FILE
+    marker.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n")
+    return marker
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_running(folder: Path, bundle: dict) -> bool:
+    """A run with no end recorded whose process is alive (or, run by another program that
+    leaves no marker, whose bundle was rewritten lately)."""
+    if bundle.get("finished_at") or bundle.get("error") or bundle.get("status") != "incomplete":
+        return False
+    try:
+        marker = json.loads((folder / RUNNING_FILE).read_text(encoding="utf-8"))
+        pid, host = int(marker["pid"]), marker.get("host")
+    except (OSError, ValueError, KeyError, TypeError):
+        pid, host = None, None
+    if pid is not None and host == socket.gethostname():
+        return _alive(pid)
+    try:
+        return time.time() - (folder / RUN_FILE).stat().st_mtime < _QUIET_S
+    except OSError:
+        return False
 
 
 def _date(timestamp: object) -> str:
@@ -87,7 +165,10 @@ def _row(folder: Path, ref: str) -> dict:
     row: dict[str, object] = {"id": folder.name, "ref": ref, "path": str(folder / RUN_FILE)}
     record = _submission(folder)
     row |= {"uploaded": record is not None, "site_answer": _uploaded(record)}
-    row["url"] = (record or {}).get("url")
+    row |= {k: (record or {}).get(k) for k in ("url", "site", "submitted_at")}
+    row["seen_at"] = _when_seen(record)
+    # Until `list` asks the site, its state is what the upload was answered.
+    row["site_state"] = "last known" if record is not None else None
     try:
         bundle = load_bundle(folder / RUN_FILE)
     except UsageError as exc:
@@ -96,10 +177,12 @@ def _row(folder: Path, ref: str) -> dict:
         return row | {"status": "unreadable", "error": error, "timestamp": stamp}
     model, engine = bundle.get("model") or {}, bundle.get("engine") or {}
     comparability = bundle.get("comparability") or {}
+    running = _is_running(folder, bundle)
     return row | {
         "run_id": bundle.get("run_id"),
         "timestamp": bundle.get("timestamp"),
-        "status": bundle.get("status") or "–",
+        "finished_at": bundle.get("finished_at"),
+        "status": "running" if running else bundle.get("status") or "–",
         "model": model.get("model_id"),
         "quantization": model.get("quantization") or None,
         "engine": engine.get("name"),
@@ -124,6 +207,66 @@ def list_rows(home_runs: Path | None = None) -> list[dict]:
     rows = [_row(folder, refs[folder.name]) for folder in folders]
     rows.sort(key=lambda r: (str(r.get("timestamp") or ""), r["id"]), reverse=True)
     return rows
+
+
+def _site_run_id(url: object) -> int | None:
+    found = re.search(r"/runs/(\d+)/?$", url) if isinstance(url, str) else None
+    return int(found.group(1)) if found else None
+
+
+def ask_site(rows: list[dict], *, timeout: float = 5.0) -> None:
+    """Each sent run's state as its site says it now; where the site cannot be asked, what it
+    last answered, with the date ("last known: pending review (2026-12-04)")."""
+    from worker.engine.site import api_key_for, run_state
+
+    unreachable: set[str] = set()
+    for row in rows:
+        site, run_id = row.get("site"), _site_run_id(row.get("url"))
+        if not row["uploaded"]:
+            continue
+        if isinstance(site, str) and run_id is not None and site not in unreachable:
+            try:
+                state = run_state(site, api_key_for(site), run_id, timeout=timeout)
+            except EngineError as exc:
+                if exc.kind in ("unreachable", "timeout"):
+                    unreachable.add(site)
+            else:
+                row["site_state"] = "now"
+                row["site_answer"] = (
+                    "not on the site"
+                    if state is None
+                    else _state_words(state.get("status"), state.get("published"))
+                )
+                _remember(row, state)
+                continue
+        when = _date(row.get("seen_at"))[:10]
+        row["site_answer"] = f"last known: {row['site_answer']}" + (
+            f" ({when})" if when != "–" else ""
+        )
+
+
+def next_unsent(*, allow_incomplete: bool = False, home_runs: Path | None = None) -> Path | None:
+    """The newest finished run (by when it finished) that was never sent, or None."""
+    best: tuple[str, Path] | None = None
+    for folder in list_runs(home_runs):
+        if (folder / SUBMISSION_FILE).exists():
+            continue
+        try:
+            bundle = load_bundle(folder / RUN_FILE)
+        except UsageError:
+            continue
+        if _is_running(folder, bundle):
+            continue
+        if bundle.get("status") != "complete" and not allow_incomplete:
+            continue
+        if bundle.get("status") == "incomplete" and not (
+            bundle.get("finished_at") or bundle.get("error")
+        ):
+            continue  # never ended: killed, or still running elsewhere
+        ended = str(bundle.get("finished_at") or bundle.get("timestamp") or "")
+        if best is None or (ended, folder.name) > (best[0], best[1].name):
+            best = (ended, folder)
+    return best[1] / RUN_FILE if best else None
 
 
 def _cells(row: dict) -> tuple[str, ...]:
@@ -157,8 +300,8 @@ def _line(cells: tuple[str, ...], widths: list[int]) -> str:
 
 def render_list(out: Console, rows: list[dict], folder: Path | None = None) -> None:
     """Two lines a run: id, date, profile, tasks, status, upload; then model, engine, machine."""
-    # Paths are printed whole: cut or broken, they could not be pasted.
-    where = Text(f"bundles in {folder or runs_dir()}", style="dim")
+    # Paths are printed whole, on a line of their own: cut or broken, they could not be pasted.
+    where = Text(f"bundles in:\n{folder or runs_dir()}", style="dim")
     if not rows:
         say(out, "No runs yet. Start one with `benchloop run` (see `benchloop run --help`).")
         out.print(where, soft_wrap=True)
@@ -174,7 +317,14 @@ def render_list(out: Console, rows: list[dict], folder: Path | None = None) -> N
     for row, full, short in zip(rows, cells, shown, strict=True):
         if full[0] != short[0]:
             out.print(Text(full[0]), soft_wrap=True)
-        out.print(Text(_line(short, widths)), soft_wrap=True)
+        line = _line(short, widths)
+        if len(line) > out.width:
+            # A long site state ("last known: … (date)") goes under the row, not past the edge.
+            line = _line((*short[:-1], ""), widths)
+            out.print(Text(line), soft_wrap=True)
+            say(out, f"site: {short[-1]}", indent=indent + "  ", first=indent)
+        else:
+            out.print(Text(line), soft_wrap=True)
         for line in fit(_stack(row), out.width, indent=indent):
             out.print(Text(line, style="dim"), soft_wrap=True)
     say(out, "An id works wherever a run is asked for: `benchloop compare ID ID`,", style="dim")

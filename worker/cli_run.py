@@ -17,6 +17,7 @@ from worker.cli_format import (
     say,
     table,
     versions,
+    whole_path,
 )
 from worker.engine.comparability import task_state
 from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
@@ -195,8 +196,16 @@ def _scores(bundle: Mapping[str, Any]) -> Table:
     grid = table(f"Scores ({bundle['scoring_mode']} curve)")
     for key in SCORE_KEYS:
         grid.add_column(SCORE_LABELS[key], justify="right", no_wrap=True)
-    grid.add_row(*(fmt_unit(bundle.get(key), "score") for key in SCORE_KEYS))
+    grid.add_row(*(fmt_unit(score_or_none(bundle, key), "score") for key in SCORE_KEYS))
     return grid
+
+
+def score_or_none(bundle: Mapping[str, Any], key: str) -> object:
+    """A score, or None ("–") where nothing was scored: a run without the speed suite (the
+    sweeps alone are measured, not scored) stores speed 0.0, which is no score at all."""
+    if key == "speed_score" and "speed" not in (bundle.get("suites") or {}):
+        return None
+    return bundle.get(key)
 
 
 def reasoning_lines(bundle: Mapping[str, Any]) -> list[str]:
@@ -243,8 +252,10 @@ def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     say(out, f"status: {bundle['status']} · {scored} · {ranked}", style="bold")
     for reason in comparability["reasons"]:
         say(out, reason, indent="    ", first="  - ")
-    if bundle.get("error"):
-        say(out, bundle["error"]["message"], style="yellow", indent="  ")
+    error = bundle.get("error")
+    # An interruption is already a reason above ("interrupted after 0 of 39 tasks"): once.
+    if error and error["message"] not in comparability["reasons"]:
+        say(out, error["message"], style="yellow", indent="  ")
     if bundle.get("quality_score") is None:
         say(out, "no quality suite ran: no quality, overall or value score", style="dim")
     for line in reasoning_lines(bundle):
@@ -257,8 +268,7 @@ def _notes(out: Console, bundle: Mapping[str, Any], path: str) -> None:
     say(out, f"contention: {contention['status']}" + (f" ({why})" if why else ""), style="dim")
     say(out, f"measured with {bundle_versions(bundle)}", style="dim")
     # A path is printed whole: cut or broken, it could not be pasted.
-    line = f"bundle: {path}"
-    out.print(Text(line if len(line) <= out.width else f"bundle:\n{path}"), soft_wrap=True)
+    out.print(Text(whole_path("bundle", path, out.width)), soft_wrap=True)
 
 
 def render_run(out: Console, bundle: Mapping[str, Any], path: str) -> None:
@@ -293,7 +303,7 @@ def run_summary(outcome) -> dict:
             "benchmark": bundle.get("benchmark_version"),
             "score_schema": bundle.get("score_schema_version"),
         },
-        "scores": {k: bundle[k] for k in SCORE_KEYS},
+        "scores": {k: score_or_none(bundle, k) for k in SCORE_KEYS},
         "comparability": bundle["comparability"],
         "contention": bundle["contention"],
         "speed_summary": bundle["speed_summary"],

@@ -153,15 +153,16 @@ def test_submit_says_whether_the_run_waits_for_a_moderator_and_links_it_absolute
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("BENCHLOOP_API_KEY", key)
             assert main(["submit", fixture, "--site", live_server.url]) == 0
-    pending, published = capsys.readouterr().out.strip().splitlines()
+    lines = capsys.readouterr().out.strip().splitlines()
     alice_run, mallory_run = Submission.objects.order_by("id").values_list("run_id", flat=True)
+    # Each link on a line of its own, whole (issue 32), after what the site did with the run.
+    first = lines.index(f"{live_server.url}/runs/{alice_run}/")
+    second = lines.index(f"{live_server.url}/runs/{mallory_run}/")
+    pending, published = " ".join(lines[:first]), " ".join(lines[first + 1 : second])
     assert pending.endswith(
         ": uploaded; pending review: it appears on the leaderboard once a moderator approves it"
-        f" → {live_server.url}/runs/{alice_run}/"
     )
-    assert published.endswith(
-        f": uploaded; published on the leaderboard → {live_server.url}/runs/{mallory_run}/"
-    )
+    assert published.endswith(": uploaded; published on the leaderboard")
 
 
 def test_login_polls_until_approved_and_saves_the_key_privately(

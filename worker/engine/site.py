@@ -191,3 +191,27 @@ def device_poll(
     raise AuthError(
         "login code expired before it was approved", hint="Run `benchloop login` again."
     )
+
+
+def run_state(site: str, api_key: str, run_id: int, *, timeout: float = 5.0) -> dict | None:
+    """Where one of our uploads stands now (``{status, published, url}``), None when the site no
+    longer has it (deleted, or it never was ours): GET /api/v1/runs/<id>/state, owner only."""
+    try:
+        with _client(timeout) as client:
+            response = client.get(
+                f"{site}{RUNS_PATH}/{run_id}/state",
+                headers={"Authorization": f"Bearer {api_key}"},
+            )
+    except httpx.HTTPError as exc:
+        raise map_transport_error(exc) from exc
+    if response.status_code == 404:
+        return None
+    if response.status_code != 200:
+        _raise_site_error(response)
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise ServerError("the site's run state is not JSON") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("status"), str):
+        raise ServerError("the site's run state has no status")
+    return body

@@ -63,8 +63,8 @@ def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
 
 def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
     # Wide enough that no table cell wraps (capture is not a terminal, so Rich assumes 80).
-    monkeypatch.setattr("worker.cli.out", Console(width=220, highlight=False))
-    assert main(["info"]) == 0
+    monkeypatch.setattr("worker.cli_info.out", Console(width=220, highlight=False))
+    assert main(["info", "--all"]) == 0
     text = capsys.readouterr().out
     for name, count in SUITE_COUNTS.items():
         assert any(name in line and f" {count} " in line for line in text.splitlines()), name
@@ -83,7 +83,7 @@ def test_info_reports_the_code_sandbox(bench_home, capsys, monkeypatch):
     assert main(["info", "--json"]) == 0
     sandbox = json.loads(capsys.readouterr().out)["sandbox"]
     assert sandbox["level"] == "os" and "seccomp" in sandbox["detail"]
-    monkeypatch.setattr("worker.cli.out", Console(width=400, highlight=False))
+    monkeypatch.setattr("worker.cli_info.out", Console(width=400, highlight=False))
     assert main(["info"]) == 0
     assert f"Code sandbox: os · {sandbox['detail']}" in capsys.readouterr().out
 
@@ -94,8 +94,8 @@ def test_info_describes_the_thinking_budget_the_token_split_and_the_first_answer
     assert main(["info", "--json"]) == 0
     reasoning = json.loads(capsys.readouterr().out)["reasoning"]
     assert (reasoning["default_thinking_budget"], reasoning["max_tokens_ceiling"]) == (2048, 32768)
-    monkeypatch.setattr("worker.cli.out", Console(width=220, highlight=False))
-    assert main(["info"]) == 0
+    monkeypatch.setattr("worker.cli_info.out", Console(width=220, highlight=False))
+    assert main(["info", "--all"]) == 0
     text = capsys.readouterr().out
     assert "Reasoning models" in text
     for phrase in ("--thinking-budget N", "reasoning_token_source", "ttft_answer_ms"):

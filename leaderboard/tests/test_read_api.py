@@ -172,6 +172,9 @@ def test_every_documented_operation_is_exercised(client: Client, published, alic
         ("post", "/api/v1/runs"): lambda: client.post(
             "/api/v1/runs", data="{}", content_type="application/json", headers=auth
         ),
+        ("get", "/api/v1/runs/{id}/state"): lambda: client.get(
+            f"/api/v1/runs/{published['run']}/state", headers=auth
+        ),
         ("post", "/api/v1/runs/external"): lambda: client.post(
             "/api/v1/runs/external", data="{}", content_type="application/json", headers=auth
         ),

@@ -128,14 +128,24 @@ def _default_class_runs(scale: str) -> tuple[HardwareClass, int] | None:
 
 
 def default_scale() -> str:
-    """The scale of the view a visitor sees before naming anything: ranked v3 or speed only,
-    whichever's busiest class has more runs (v3 on a tie); legacy v2 only when neither has any.
-    Real data arrives mostly as speeds alone, and a site opening on one v3 row would hide it."""
+    """The scale of the view a visitor sees before naming anything: ranked v3 where its busiest
+    class has a few runs (or as many as speed only's), else speed only; legacy v2 only when
+    neither has any. Real data arrives mostly as speeds alone, and a site opening on one v3 row
+    would hide it."""
     current = (ScoreScale.V3, ScoreScale.SPEED_ONLY)
     runs = {scale: (_default_class_runs(scale) or (None, 0))[1] for scale in current}
     if not any(runs.values()):
         return ScoreScale.V3 if _default_class_runs(ScoreScale.V2) is None else ScoreScale.V2
-    return max(current, key=lambda scale: (runs[scale], scale == ScoreScale.V3))
+    return _prefer_v3(runs[ScoreScale.V3], runs[ScoreScale.SPEED_ONLY])
+
+
+# Ranked v3 (quality and speed) is the board a visitor should see wherever it has a few rows to
+# rank; below that, a class measured mostly for speed opens on its speed-only board.
+V3_ENOUGH = 3
+
+
+def _prefer_v3(v3: int, speed: int) -> str:
+    return ScoreScale.V3 if v3 >= V3_ENOUGH or v3 >= speed else ScoreScale.SPEED_ONLY
 
 
 def hardware_scope(filters: BoardFilters, *, pick_default: bool = True) -> Scope:
@@ -277,18 +287,18 @@ def method_counts(filters: BoardFilters, scope: Scope) -> dict[str, int]:
 
 
 def _busier_scale(filters: BoardFilters, scope: Scope) -> str:
-    """Ranked v3 or speed only, whichever has more rows on this hardware (v3 on a tie), else
-    legacy v2 where only it has rows: the scale a view opens on where none was named."""
+    """Ranked v3 where it has a few rows on this hardware or as many as speed only, else speed
+    only, else legacy v2 where only it has rows: the scale a view opens on where none was
+    named."""
     if scope.empty:
         return ScoreScale.V3
     rows = {
         scale: sum(method_counts(replace(filters, scale=scale), scope).values())
         for scale in SCALE_ORDER
     }
-    current = (ScoreScale.V3, ScoreScale.SPEED_ONLY)
-    if not any(rows[scale] for scale in current) and rows[ScoreScale.V2]:
+    if not rows[ScoreScale.V3] and not rows[ScoreScale.SPEED_ONLY] and rows[ScoreScale.V2]:
         return ScoreScale.V2
-    return max(current, key=lambda scale: (rows[scale], scale == ScoreScale.V3))
+    return _prefer_v3(rows[ScoreScale.V3], rows[ScoreScale.SPEED_ONLY])
 
 
 def settle(filters: BoardFilters) -> BoardFilters:

@@ -135,7 +135,9 @@ def run_and_show(args: argparse.Namespace) -> tuple[int, RunOutcome]:
         # `benchloop list` reads this marker to say "running" while this process lives.
         if event["type"] == "run_started":
             home = prep.config.home or benchloop_home()
-            markers.append(mark_running(home / "runs" / event["run_id"]))
+            marker = mark_running(home / "runs" / event["run_id"])
+            if marker is not None:
+                markers.append(marker)
 
     try:
         if args.json:
@@ -152,9 +154,9 @@ def run_and_show(args: argparse.Namespace) -> tuple[int, RunOutcome]:
             # The bundle is already on disk; a display crash here loses nothing.
             render_run(out, outcome.bundle, str(outcome.path))
     finally:
-        prep.provider.close()
         for marker in markers:
             marker.unlink(missing_ok=True)
+        prep.provider.close()
     if args.json:
         print_json(run_summary(outcome))
     return (EXIT_OK if outcome.status == "complete" else EXIT_RUN), outcome

@@ -107,10 +107,15 @@ def _state_words(review: object, published: object) -> str:
     return str(review) if isinstance(review, str) and review else "sent"
 
 
-def mark_running(folder: Path) -> Path:
-    """Say this process is running the run in ``folder`` (removed when it ends)."""
+def mark_running(folder: Path) -> Path | None:
+    """Say this process is running the run in ``folder`` (removed when it ends); None when the
+    marker cannot be written (a full disk is the run's to report, not the marker's)."""
     marker = folder / RUNNING_FILE
-    marker.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n")
+    try:
+        marker.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n")
+    except OSError:
+        marker.unlink(missing_ok=True)  # created, then the write failed: leave no empty file
+        return None
     return marker
 
 

@@ -64,6 +64,7 @@ def _kwargs(name: str, ids: dict) -> dict:
     by_name = {
         "api-stack": {"pk": ids["stack"]},
         "api-run": {"pk": ids["run"]},
+        "api-run-state": {"pk": ids["run"]},
         "api-job": {"pk": ids["job"]},
         "accounts:withdraw": {"run_id": ids["run"]},
         "accounts:delete": {"run_id": ids["run"]},

@@ -30,9 +30,12 @@ FIELDS = dict(
 
 
 def _migrate(targets):
+    """Migrate to `targets`; the models as they stood there (the executor's own answer, going
+    backwards, holds later migrations' fields too)."""
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
-    return executor.migrate(targets).apps
+    executor.migrate(targets)
+    return MigrationExecutor(connection).loader.project_state(targets).apps
 
 
 def _latest():

@@ -1,12 +1,32 @@
-"""What the CLI tests share: an 80-column console that records, and the width rule."""
+"""What the CLI tests share: an 80-column console that records, the width rule, and the real
+CLI run as a process."""
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from rich.console import Console
 
 WIDTH = 80
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(args: list[str], home: Path, columns: int = 200) -> subprocess.CompletedProcess:
+    """`benchloop ARGS` as a user runs it, with its own home and a terminal this wide."""
+    env = {**os.environ, "BENCHLOOP_HOME": str(home), "COLUMNS": str(columns)}
+    return subprocess.run(
+        [sys.executable, "-m", "worker.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def console(width: int = WIDTH) -> Console:

@@ -16,6 +16,7 @@ import pytest
 
 from worker.cli import main
 from worker.cli_list import RUNNING_FILE, list_rows
+from worker.tests.cli_kit import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 WIDTH = 80
@@ -23,16 +24,7 @@ QUICK = ["--trials", "1", "--max-tokens", "8"]
 
 
 def _cli(args: list[str], home: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BENCHLOOP_HOME": str(home), "COLUMNS": str(WIDTH)}
-    return subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_cli(args, home, WIDTH)
 
 
 @pytest.fixture(scope="module")

@@ -21,21 +21,13 @@ from worker.engine.bundle import validation_errors
 from worker.engine.metrics import measured_trials, speed_samples, speed_summary
 from worker.engine.stats import summarize
 from worker.engine.testing.xllama_launcher import model_path
+from worker.tests.cli_kit import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(args: list[str], home: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BENCHLOOP_HOME": str(home), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_cli(args, home)
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,24 +14,11 @@ from worker.cli import main
 from worker.cli_display import RunDisplay
 from worker.cli_run import render_run
 from worker.engine.suites import available_suites
-from worker.tests.cli_kit import WIDTH, console, fits, text_of
+from worker.tests.cli_kit import WIDTH, console, fits, run_cli, text_of
 from worker.tests.test_cli_golden import GOLDEN, install
 
 REPO = Path(__file__).resolve().parents[2]
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def _cli(args: list[str], home: Path, columns: int) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BENCHLOOP_HOME": str(home), "COLUMNS": str(columns)}
-    return subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 def _frames(raw: str) -> list[str]:
@@ -79,11 +63,11 @@ def test_the_progress_line_names_each_task_in_full_within_the_width(width):
 def test_compare_follows_columns(bench_home):
     install(bench_home, "speed-full")
     install(bench_home, "speed-p128")
-    at_80 = _cli(["compare", "126d4e", "adb8f4"], bench_home, 80)
+    at_80 = run_cli(["compare", "126d4e", "adb8f4"], bench_home, 80)
     assert at_80.returncode == 0, at_80.stderr
     golden = (GOLDEN / "compare-speed-full-vs-p128.txt").read_text(encoding="utf-8")
     assert "".join(line.rstrip() + "\n" for line in at_80.stdout.splitlines()) == golden
-    at_120 = _cli(["compare", "126d4e", "adb8f4"], bench_home, 120)
+    at_120 = run_cli(["compare", "126d4e", "adb8f4"], bench_home, 120)
     assert max(len(line) for line in at_120.stdout.splitlines()) > WIDTH
     assert fits(at_120.stdout, 120)
     # The closing note wraps at the width it is given: three lines at 80, two at 120.
@@ -94,7 +78,7 @@ def test_compare_follows_columns(bench_home):
 @pytest.mark.llm
 def test_a_real_run_prints_the_summary_within_80_columns(llm_url, bench_home):
     args = ["run", "--url", llm_url, "--tasks", "speed-p128-*", "--trials", "3"]
-    done = _cli([*args, "--max-tokens", "16"], bench_home, WIDTH)
+    done = run_cli([*args, "--max-tokens", "16"], bench_home, WIDTH)
     assert done.returncode == 0, done.stderr
     assert fits(done.stdout), done.stdout
     lines = done.stdout.splitlines()

@@ -15,6 +15,7 @@ from worker.engine import __version__
 from worker.engine.detect import scan_local
 from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
+from worker.engine.matrix.bounds import mechanism
 from worker.engine.preflight import DEFAULT_TRIALS
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 from worker.engine.sandbox import current_isolation
@@ -41,6 +42,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     out.print(_suites_table(data["suites"]))
     out.print(_profiles_table(data["profiles"]))
     out.print(_harnesses_table(data["harnesses"]))
+    say(out, f"Harness cage bounds: {data['harness_cage']}", indent="  ")
     out.print("[bold]Reasoning models[/]")
     for line in data["reasoning"]["text"]:
         out.print(line)
@@ -111,6 +113,7 @@ def _info_data() -> dict[str, Any]:
         "profiles": _profile_rows({name: s["task_count"] for name, s in suites.items()}),
         "harnesses": {name: HARNESS_DESCRIPTIONS[name] for name in HARNESSES},
         "sandbox": current_isolation().as_dict(),
+        "harness_cage": mechanism(),
         "reasoning": _reasoning_info(),
         "sweep_metrics": SWEEP_METRICS,
     }

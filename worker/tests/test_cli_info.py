@@ -7,6 +7,7 @@ import json
 from rich.console import Console
 
 from worker.cli import main
+from worker.engine.matrix.bounds import find_layout
 
 SUITE_COUNTS = {
     "speed": 9,
@@ -100,3 +101,16 @@ def test_info_describes_the_thinking_budget_the_token_split_and_the_first_answer
     assert "Reasoning models" in text
     for phrase in ("--thinking-budget N", "reasoning_token_source", "ttft_answer_ms"):
         assert phrase in text, phrase
+
+
+def test_info_all_says_which_mechanism_bounds_the_harness_cage(bench_home, capsys, monkeypatch):
+    assert main(["info", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["harness_cage"]
+    layout = find_layout()
+    expected = f"cgroup v{layout.version} per run" if layout else "rlimits only"
+    assert said.startswith(expected), said
+    assert "rlimits per process: address space 4096 MiB" in said
+    assert "private /tmp 256 MiB and /dev/shm 64 MiB" in said
+    monkeypatch.setattr("worker.cli_info.out", Console(width=400, highlight=False))
+    assert main(["info", "--all"]) == 0
+    assert f"Harness cage bounds: {said}" in capsys.readouterr().out

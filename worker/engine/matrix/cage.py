@@ -11,13 +11,16 @@ installs are not there. Its network namespace has only a loopback, where our for
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .spec import HarnessSpec
+from ..sandbox.isolation import bwrap_features
+from .bounds import rlimit_pairs
+from .spec import CageLimits, HarnessSpec
 
 HARNESS_DIR_ENV = "BENCHLOOP_HARNESS_DIR"
 WORKSPACE = "/workspace"
@@ -25,13 +28,14 @@ HOME = "/home/benchloop"
 SOCKET_DIR = "/run/benchloop"
 SOCKET_NAME = "proxy.sock"
 FORWARD_PORT = 8771
+UID = 65534  # the program's uid and gid inside the namespace: nobody, never root
 HOSTNAME = "benchloop-harness"
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Host files a program needs from /etc (all read-only); the rest of /etc is ours (stubs).
 _ETC_KEEP = ("/etc/ld.so.cache", "/etc/alternatives", "/etc/ssl/certs", "/etc/ca-certificates")
 _ETC_STUBS = {
-    "passwd": f"root:x:0:0:benchloop:{HOME}:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/sh\n",
-    "group": "root:x:0:\nnogroup:x:65534:\n",
+    "passwd": f"root:x:0:0:root:/root:/bin/sh\nbenchloop:x:{UID}:{UID}:benchloop:{HOME}:/bin/sh\n",
+    "group": f"root:x:0:\nbenchloop:x:{UID}:\n",
     "hosts": f"127.0.0.1 localhost {HOSTNAME}\n::1 localhost\n",
     "hostname": f"{HOSTNAME}\n",
     # No name server: every name outside /etc/hosts fails to resolve, and says so.
@@ -40,11 +44,18 @@ _ETC_STUBS = {
 }
 
 # The forwarder, run inside the cage by the harness's base interpreter with -I -S (our own code,
-# stdlib only): it listens first, then starts the program, so the endpoint is up before the
-# program's first request; it exits with the program's status.
+# stdlib only): it sets the run's rlimits on itself first (the program inherits them), listens,
+# then starts the program, so the endpoint is up before the program's first request. It reaps the
+# program and writes what the kernel said (wait status, CPU time, peak memory) to the status
+# descriptor, which the program never holds; it exits with the program's status.
 LAUNCHER = r"""
-import os, socket, subprocess, sys, threading
-port, target, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+import json, os, resource, socket, subprocess, sys, threading
+import ctypes
+# Not dumpable: the program (same uid) cannot ptrace us to write a status of its choosing.
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+for number, soft, hard in json.loads(sys.argv[3]):
+    resource.setrlimit(number, (soft, hard))
+port, target, status_fd, argv = int(sys.argv[1]), sys.argv[2], int(sys.argv[4]), sys.argv[5:]
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 listener.bind(("127.0.0.1", port))
@@ -89,11 +100,20 @@ def accept():
 
 threading.Thread(target=accept, daemon=True).start()
 try:
-    proc = subprocess.Popen(argv)
+    proc = subprocess.Popen(argv)  # close_fds: the program never holds the status descriptor
 except OSError as exc:
     print(f"benchloop cage: cannot start {argv[0]}: {exc}", file=sys.stderr)
     sys.exit(127)
-code = proc.wait()
+while True:
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+        break
+    except InterruptedError:
+        continue
+if status_fd >= 0:
+    account = [status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss]
+    os.write(status_fd, json.dumps(account).encode())
+code = os.waitstatus_to_exitcode(status)
 sys.exit(128 - code if code < 0 else code)
 """
 
@@ -154,7 +174,6 @@ class CagePlan:
     interpreter_prefix: str
     workspace: Path
     home: Path  # host folder bound as HOME
-    tmp: Path  # host folder bound as /tmp (private to the run)
     etc: Path  # host folder holding our /etc stubs
     sockets: Path  # host folder holding the proxy's socket
 
@@ -169,16 +188,27 @@ def _within(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+def _size(sized: bool, mib: int) -> list[str]:
+    return ["--size", str(mib * 1024 * 1024)] if sized else []
+
+
 def bwrap_command(
-    plan: CagePlan, argv: list[str], env: dict[str, str], info_fd: int | None = None
+    plan: CagePlan,
+    argv: list[str],
+    env: dict[str, str],
+    info_fd: int | None = None,
+    limits: CageLimits | None = None,
+    status_fd: int = -1,
 ) -> list[str]:
     """The full command line: bwrap, its mounts, the forwarder, then the program's ``argv``."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise FileNotFoundError("bubblewrap is not installed (apt-get install bubblewrap)")
+    limits = limits or CageLimits()
     args = [bwrap, "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net"]
     args += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    args += ["--cap-drop", "ALL", "--hostname", HOSTNAME, "--clearenv"]
+    args += ["--cap-drop", "ALL", "--uid", str(UID), "--gid", str(UID)]
+    args += ["--hostname", HOSTNAME, "--clearenv"]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
     for key, value in env.items():
@@ -191,8 +221,10 @@ def bwrap_command(
             args += ["--ro-bind", path, path]
             bound.append(path)
     # bwrap's /dev is a writable tmpfs: read-only, but for a private /dev/shm (POSIX semaphores
-    # and shared memory, which multiprocessing needs), gone with the namespace.
-    args += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc"]
+    # and shared memory, which multiprocessing needs), sized, gone with the namespace.
+    sized = "--size" in bwrap_features(bwrap)  # bwrap 0.5 and later
+    args += ["--dev", "/dev", *_size(sized, limits.shm_mb), "--tmpfs", "/dev/shm"]
+    args += ["--remount-ro", "/dev", "--proc", "/proc"]
     args += ["--dir", "/etc"]
     for name in _ETC_STUBS:
         args += ["--ro-bind", str(plan.etc / name), f"/etc/{name}"]
@@ -206,13 +238,13 @@ def bwrap_command(
             bound.append(path)
     args += ["--bind", str(plan.workspace), WORKSPACE]
     args += ["--bind", str(plan.home), HOME]
-    args += ["--bind", str(plan.tmp), "/tmp"]
+    args += [*_size(sized, limits.tmp_mb), "--tmpfs", "/tmp"]
     args += ["--ro-bind", str(plan.sockets), SOCKET_DIR]
     # bwrap's own root is a writable tmpfs: read-only, so the binds above are all that is writable.
     args += ["--remount-ro", "/", "--chdir", WORKSPACE]
     args += [plan.interpreter, "-I", "-S", "-c", LAUNCHER]
-    args += [str(FORWARD_PORT), f"{SOCKET_DIR}/{SOCKET_NAME}", *argv]
-    return args
+    args += [str(FORWARD_PORT), f"{SOCKET_DIR}/{SOCKET_NAME}", json.dumps(rlimit_pairs(limits))]
+    return [*args, str(status_fd), *argv]
 
 
 def program_path(install: Path, name: str) -> str:
@@ -232,7 +264,8 @@ def cage_env(install: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 DETAIL = (
-    "bubblewrap: own user, PID, network, IPC and UTS namespaces, capabilities dropped; "
-    "read-only system, harness install and interpreter; writable workspace and private HOME "
-    "only; network: loopback, and the endpoint through the recording proxy"
+    f"bubblewrap: own user, PID, network, IPC and UTS namespaces, uid {UID}, capabilities "
+    "dropped; read-only system, harness install and interpreter; writable workspace and private "
+    "HOME only, private sized /tmp and /dev/shm; network: loopback, and the endpoint through the "
+    "recording proxy"
 )

@@ -1,10 +1,11 @@
 """Run one real harness program on one task, caged, through the recording proxy.
 
 ``run_program`` is the only entry point: it asks the adapter for the command line, starts the
-recording proxy in front of the endpoint, starts the program in its cage (``cage.py``), kills the
-whole namespace on timeout, and returns what the parent saw: exit status, bounded output, the
-proxy's request records and transcript, the files the program left in its HOME, and what the
-cage stopped (``denials``), read from the kernel's own error messages.
+recording proxy in front of the endpoint, starts the program in its cage (``cage.py``) within its
+bounds (``bounds.py``), kills the whole namespace on timeout, scrubs the workspace, and returns
+what the parent saw: exit status, bounded output, the proxy's request records and transcript, the
+files the program left in its HOME, what the cage stopped (``denials``), read from the kernel's
+own error messages, and the limits the run hit (``limit_hits``).
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from ..sandbox.runner import wait_caged
-from . import cage
+from ..sandbox.runner import CPU_EVIDENCE, Usage, read_usage, wait_caged
+from . import bounds, cage
 from .cage import HarnessNotInstalled, harness_prefix
 from .proxy import RecordingProxy, Rewrite, socket_dir
-from .spec import Adapter, Endpoint, HarnessTask, ProgramResult
+from .spec import Adapter, CageLimits, Endpoint, HarnessTask, ProgramResult
 
 __all__ = ["HarnessNotInstalled", "find_denials", "harness_prefix", "run_program"]
 
@@ -147,10 +149,12 @@ def _tail(path: Path) -> str:
 
 
 def _spawn(
-    command_for: Callable[[int], list[str]], stdout: Path, stderr: Path, wall_s: float
-) -> tuple[int, bool, float]:
-    """Run the cage to completion or to ``wall_s``; (returncode, timed out?, wall ms)."""
+    command_for: Callable[[int, int], list[str]], stdout: Path, stderr: Path, wall_s: float
+) -> tuple[int, bool, float, Usage | None]:
+    """Run the cage to completion or to ``wall_s``, ``command_for(info_fd, status_fd)``: (the
+    program's exit status, timed out?, wall ms, what the launcher heard from the kernel)."""
     info_read, info_write = os.pipe()
+    status_read, status_write = os.pipe()
     started = time.perf_counter()
     try:
         with (
@@ -159,23 +163,42 @@ def _spawn(
             open(os.devnull, "rb") as devnull,
         ):
             proc = subprocess.Popen(
-                command_for(info_write),
+                command_for(info_write, status_write),
                 stdin=devnull,
                 stdout=out,
                 stderr=err,
-                pass_fds=(info_write,),
+                pass_fds=(info_write, status_write),
                 start_new_session=True,
                 env={"PATH": os.defpath, "LANG": "C.UTF-8"},
             )
-        os.close(info_write)
-        info_write = -1
+        for fd in (info_write, status_write):
+            os.close(fd)
+        info_write = status_write = -1
         # Killing the PID namespace's init takes every process of the program with it.
         timed_out = wait_caged(proc, info_read, wall_s)
+        usage = read_usage(status_read)
     finally:
-        for fd in (info_read, info_write):
+        for fd in (info_read, info_write, status_read, status_write):
             if fd >= 0:
                 os.close(fd)
-    return proc.returncode, timed_out, round((time.perf_counter() - started) * 1000, 1)
+    code = usage.code if usage else proc.returncode
+    return code, timed_out, round((time.perf_counter() - started) * 1000, 1), usage
+
+
+def _limit_hits(limits: CageLimits, usage: Usage | None, largest: int) -> list[str]:
+    """The limits the run hit, from this process's evidence: the kernel's signal and CPU count
+    as the launcher reaped the program, and the largest file the program left (its own words
+    count for nothing)."""
+    hits = []
+    # SIGKILL comes a second later, at the hard limit, to a program that ignores SIGXCPU; a
+    # program that signals itself has used no CPU to speak of.
+    signals = (-signal.SIGXCPU, -signal.SIGKILL)
+    if usage and usage.code in signals and usage.cpu_s >= CPU_EVIDENCE * limits.cpu_s:
+        name = signal.Signals(-usage.code).name
+        hits.append(f"CPU time limit: killed by {name} after {usage.cpu_s:.1f} s of CPU")
+    if largest >= limits.file_mb * 1024 * 1024:
+        hits.append(f"file size limit: a file reached {limits.file_mb} MiB")
+    return hits
 
 
 def run_program(
@@ -189,15 +212,18 @@ def run_program(
     timeout_s: float,
     rewrite: Rewrite | None = None,
     api_key: str | None = None,
+    limits: CageLimits | None = None,
 ) -> ProgramResult:
     """Run ``adapter``'s program on ``task`` in ``workspace`` (edited in place), caged, with the
     endpoint ``upstream_url`` reachable only through the recording proxy.
 
     ``max_tokens_cap`` bounds every completion; ``rewrite`` changes each model request's body
     before it goes upstream (tests force the model's reply with a grammar); ``api_key`` is the
-    endpoint's key, added by the proxy (the harness only holds a dummy). Raises
-    ``HarnessNotInstalled`` when the pinned install is missing.
+    endpoint's key, added by the proxy (the harness only holds a dummy); ``limits`` bound the
+    run (default: the harness's own, ``spec.limits``). Raises ``HarnessNotInstalled`` when the
+    pinned install is missing.
     """
+    limits = limits or adapter.spec.limits
     install = cage.install_dir(adapter.spec)
     interpreter, interpreter_prefix = cage.base_interpreter(install)
     endpoint = Endpoint(base_url=f"http://127.0.0.1:{cage.FORWARD_PORT}/v1", model=model)
@@ -213,12 +239,10 @@ def run_program(
                 interpreter_prefix=interpreter_prefix,
                 workspace=workspace,
                 home=run / "home",
-                tmp=run / "tmp",
                 etc=run / "etc",
                 sockets=sockets,
             )
-            for folder in (plan.home, plan.tmp):
-                folder.mkdir()
+            plan.home.mkdir()
             cage.write_etc(plan.etc)
             _write_home(plan.home, invocation.home_files)
             argv = [cage.program_path(install, invocation.argv[0]), *invocation.argv[1:]]
@@ -231,13 +255,25 @@ def run_program(
                 api_key=api_key,
                 read_timeout_s=timeout_s,
             )
-            with proxy:
-                returncode, timed_out, wall_ms = _spawn(
-                    lambda fd: cage.bwrap_command(plan, argv, env, info_fd=fd),
-                    run / "stdout",
-                    run / "stderr",
-                    min(timeout_s, invocation.timeout_s),
-                )
+            scope = bounds.Scope.create(limits)
+            try:
+                with proxy:
+                    returncode, timed_out, wall_ms, usage = _spawn(
+                        lambda info, status: bounds.enter_command(
+                            scope, cage.bwrap_command(plan, argv, env, info, limits, status)
+                        ),
+                        run / "stdout",
+                        run / "stderr",
+                        min(timeout_s, invocation.timeout_s),
+                    )
+                hits = scope.hits() if scope else []
+            finally:
+                if scope:
+                    scope.remove()
+            # Nothing setuid, setgid or a device comes out of the cage into the host's view.
+            scrubbed, largest = bounds.scrub(workspace)
+            bounds.scrub(plan.home)
+            hits += _limit_hits(limits, usage, largest)
             stdout, stderr = _tail(run / "stdout"), _tail(run / "stderr")
             transcript = proxy.transcript
             result = ProgramResult(
@@ -253,6 +289,8 @@ def run_program(
                 transcript=transcript,
                 home_files=_read_home(plan.home),
                 isolation=cage.DETAIL,
+                limit_hits=hits,
+                scrubbed=scrubbed,
             )
     finally:
         shutil.rmtree(sockets, ignore_errors=True)

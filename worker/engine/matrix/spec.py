@@ -20,6 +20,23 @@ LITELLM_OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
 @dataclass(frozen=True)
+class CageLimits:
+    """What one harness run may use, all of it together (docs/harnesses.md, "The cage's bounds").
+
+    ``memory_mb`` bounds each process's address space and, where a cgroup is ours to make, the
+    run's memory as a whole; ``processes`` counts threads too; ``tmp_mb`` and ``shm_mb`` size the
+    run's private /tmp and /dev/shm (memory, counted against ``memory_mb`` under a cgroup)."""
+
+    processes: int = 256
+    memory_mb: int = 4096
+    file_mb: int = 256
+    cpu_s: int = 900
+    open_files: int = 1024
+    tmp_mb: int = 256
+    shm_mb: int = 64
+
+
+@dataclass(frozen=True)
 class HarnessSpec:
     """A real harness program, pinned: what is installed and how it is started."""
 
@@ -29,6 +46,7 @@ class HarnessSpec:
     program: str  # the console script in the install's bin/
     extra: str  # the CLI's optional extra that installs it
     description: str
+    limits: CageLimits = field(default_factory=CageLimits)  # per harness, per run
 
 
 @dataclass(frozen=True)
@@ -83,7 +101,7 @@ class RequestRecord:
 class ProgramResult:
     """What one harness run did, as the parent saw it."""
 
-    returncode: int | None
+    returncode: int | None  # the program's exit status, -N for a death by signal N
     timed_out: bool
     wall_ms: float
     stdout: str
@@ -94,6 +112,10 @@ class ProgramResult:
     transcript: list[dict] = field(default_factory=list)  # request bodies' messages, bounded
     home_files: dict[str, str] = field(default_factory=dict)  # text files left in HOME, bounded
     isolation: str = ""  # the cage, in words
+    # The cage's limits the run hit, from the parent's own evidence (the exit signal, the
+    # cgroup's counters, the size of the files left behind): never the program's words.
+    limit_hits: list[str] = field(default_factory=list)
+    scrubbed: list[str] = field(default_factory=list)  # setuid bits and devices taken away
 
 
 @dataclass

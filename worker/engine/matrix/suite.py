@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypedDict
 
 from ...contract import TaskRecord
@@ -47,11 +49,37 @@ def write_workspace(files: dict[str, str], root: Path) -> None:
         path.write_text(text)
 
 
-def _read(path: Path) -> str | None:
-    if not path.is_file() or path.is_symlink():
+def _read(workspace: Path, name: str) -> str | None:
+    """The workspace file ``name`` (workspace-relative), opened one component at a time with
+    no symlink followed: a program that leaves ``out -> /host/dir`` cannot make us read the
+    host. None if any component is a symlink, missing, or the file is not a regular file."""
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
         return None
-    with path.open("rb") as handle:
-        return handle.read(JUDGE_LIMIT).decode("utf-8", errors="replace")
+    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(workspace, nofollow | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, nofollow | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        # O_NONBLOCK: a FIFO left in the workspace must not hang the judge.
+        inner = os.open(parts[-1], nofollow | os.O_NONBLOCK, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1  # the handle closes it
+            return handle.read(JUDGE_LIMIT).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _same(expected: Any, got: Any, tolerance: float) -> bool:
@@ -65,7 +93,7 @@ def _same(expected: Any, got: Any, tolerance: float) -> bool:
 def judge(validation: dict, workspace: Path) -> tuple[float, bool, dict]:
     """Score (0-100), passed, and details, from the workspace the harness left behind."""
     if "judge_file" in validation:
-        code = _read(workspace / validation["judge_file"])
+        code = _read(workspace, validation["judge_file"])
         if code is None:
             return 0.0, False, {"reason": f"{validation['judge_file']} is missing"}
         checks = parse_checks(validation["checks"])
@@ -76,7 +104,7 @@ def judge(validation: dict, workspace: Path) -> tuple[float, bool, dict]:
         if result.violations:
             details["violations"] = result.violations[:3]
         return round(100.0 * passed / len(checks), 2), passed == len(checks), details
-    text = _read(workspace / validation["answer_file"])
+    text = _read(workspace, validation["answer_file"])
     if text is None:
         return 0.0, False, {"reason": f"{validation['answer_file']} is missing"}
     try:
@@ -101,6 +129,8 @@ def classify(
         return None, ""
     if result.timed_out:
         return "timeout", "the harness ran past the task's time limit and was stopped"
+    if result.limit_hits:
+        return "harness_error", f"the harness hit the cage's limit: {result.limit_hits[0]}"
     if result.denials:
         return "sandbox", result.denials[0]
     answered = [r for r in result.requests if r.status == 200]
@@ -169,6 +199,7 @@ class MatrixSuite(Suite):
                 "failure": failure,
                 "failure_reason": reason[:500],
                 "denials": [d[:300] for d in result.denials[:5]],
+                "limit_hits": [h[:300] for h in result.limit_hits[:5]],
                 "format_failures": [f[:300] for f in failures[:5]],
                 "max_tokens_per_request": cap,
             },

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 OPT_IN_ENV = "BENCHLOOP_ALLOW_WEAK_SANDBOX"
@@ -158,7 +159,9 @@ def bwrap_prefix(bwrap: str, info: dict, features: frozenset[str]) -> list[str]:
     return args
 
 
-def _features(bwrap: str) -> frozenset[str]:
+@cache
+def bwrap_features(bwrap: str) -> frozenset[str]:
+    """The options this bwrap knows (``--size`` came in 0.5), from its own ``--help``."""
     try:
         done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=15, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -183,7 +186,7 @@ def os_candidates(seccomp: bool) -> tuple[list[Isolation], list[str]]:
         return [], ["bubblewrap is not installed (apt-get install bubblewrap)"]
     if not seccomp:
         return [], ["no seccomp filter for this machine's architecture"]
-    features = _features(bwrap)
+    features = bwrap_features(bwrap)
     # As root, run bwrap as nobody where nobody can run the interpreter; else as root, mapped.
     users = [_unprivileged_user(), None] if os.geteuid() == 0 else [None]
     found, notes = [], []

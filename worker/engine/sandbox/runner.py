@@ -22,6 +22,11 @@ from .policy import SAFE_BUILTINS, SAFE_MODULES, check_policy
 OUTPUT_LIMIT = 64 * 1024
 CHILD_SOURCE = Path(__file__).with_name("_child.py").read_text()
 EXIT_SETUP = 70  # _child.EXIT_SETUP: the cage could not be built, nothing of the model ran
+# A run failed "at" a limit when the kernel's own count reached this share of it: peak memory
+# (an allocation refused by RLIMIT_AS leaves no other trace) and CPU time (the sampled account
+# runs behind the limit the scheduler enforces; a process that signals itself has used none).
+MEMORY_EVIDENCE = 0.5
+CPU_EVIDENCE = 0.5
 
 
 @dataclass
@@ -133,6 +138,27 @@ def _kill_namespace(info_fd: int, bwrap_pid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Usage:
+    """How the caged process ended, as its reaper (our code, which runs nothing else) heard it
+    from the kernel: ``code`` is the exit status, or -N for a death by signal N."""
+
+    code: int
+    cpu_s: float
+    peak_rss_mb: float
+
+
+def read_usage(fd: int) -> Usage | None:
+    """The reaper's one message on ``fd`` (read once the cage is gone); None when there is none
+    (the reaper was killed, or the cage never got that far)."""
+    os.set_blocking(fd, False)
+    try:
+        status, cpu, peak_kb = json.loads(os.read(fd, 4096))
+        return Usage(os.waitstatus_to_exitcode(int(status)), float(cpu), int(peak_kb) / 1024)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def wait_caged(proc: subprocess.Popen, info_fd: int, wall_s: float) -> bool:
     """Wait for the caged process up to ``wall_s``; on timeout kill its whole PID namespace.
     Whether it timed out. Its process group is killed either way (the weak mode's children)."""
@@ -149,42 +175,73 @@ def wait_caged(proc: subprocess.Popen, info_fd: int, wall_s: float) -> bool:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    else:
+        _await_namespace_end(info_fd)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     return timed_out
 
 
-def _status(returncode: int, stderr: str, caged: bool, flooded: bool) -> str:
-    if returncode == 0:
-        return "ok"
-    if returncode == EXIT_SETUP:
+def _await_namespace_end(info_fd: int, limit_s: float = 5.0) -> None:
+    """bwrap exits as soon as its child has, while the namespace's init may still be killing
+    the rest (a detached grandchild): wait until that init, a bwrap process, is gone."""
+    if info_fd < 0:
+        return
+    os.set_blocking(info_fd, False)
+    try:
+        pid = json.loads(os.read(info_fd, 4096))["child-pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if type(pid) is not int or pid <= 1:
+        return
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                name, _, rest = handle.read().partition(b") ")
+            if not name.endswith(b"(bwrap") or rest[:1] in (b"Z", b"X"):
+                return  # dead (a zombie has no processes left), or the number reused
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
+def _status(usage: Usage | None, flooded: bool, limits: Limits) -> str:
+    """The verdict from this process's own evidence: the reaper's report of what the kernel
+    said (exit status or signal, CPU time, peak memory) and the size of the output files.
+    Never the child's words: a child that prints "MemoryError" and exits 3 is an ``error``."""
+    if usage is None:
+        # No word from the reaper: the cage never got that far (an "error" if the model's code
+        # had started, and killed the reaper: then nothing trustworthy is left to say).
         return "sandbox_error"
-    # bwrap exits 128 + N when the child dies of signal N; a direct child reports -N.
-    signum = returncode - 128 if caged and returncode > 128 else -returncode
-    if signum == signal.SIGXCPU:
+    if usage.code == 0:
+        return "ok"
+    if usage.code == EXIT_SETUP:
+        return "sandbox_error"
+    if usage.code == -signal.SIGXCPU and usage.cpu_s >= CPU_EVIDENCE * limits.cpu_s:
         return "cpu_limit"
-    if signum == signal.SIGXFSZ or flooded:
+    if flooded:
         # CPython ignores SIGXFSZ, so the file-size limit surfaces as EFBIG on write; a full
         # stderr cannot even say so, hence the size check.
         return "output_limit"
-    if signum > 0:
+    if usage.code < 0:
         return "killed"
-    if "MemoryError" in stderr:
+    if usage.peak_rss_mb >= MEMORY_EVIDENCE * limits.memory_mb:
         return "memory_limit"
-    if "File too large" in stderr:
-        return "output_limit"
     return "error"
 
 
 def _spawn(cage: iso.Isolation, job: dict, files: dict, workdir: Path, wall_s: float) -> tuple:
-    """Run the child to completion or to ``wall_s``; (returncode, timed out?, wall ms)."""
+    """Run the child to completion or to ``wall_s``; (returncode, timed out?, wall ms, the
+    reaper's report)."""
     command = [*cage.prefix, cage.python, "-I", "-S", "-B", "-c", CHILD_SOURCE]
     info_read, info_write = os.pipe() if cage.prefix else (-1, -1)
     if cage.prefix:
         # bwrap reports its PID namespace's init here; killing that init on timeout takes
         # every process in the namespace with it before bwrap itself exits.
         command[1:1] = ["--info-fd", str(info_write)]
-    job = {**job, "report_fd": files["report"].fileno()}
+    status_read, status_write = os.pipe()
+    job = {**job, "report_fd": files["report"].fileno(), "status_fd": status_write}
     files["job"].write(json.dumps(job).encode())
     files["job"].flush()
     started = time.perf_counter()
@@ -194,7 +251,7 @@ def _spawn(cage: iso.Isolation, job: dict, files: dict, workdir: Path, wall_s: f
             stdin=files["job_read"],  # read-only: the child cannot write back to the host
             stdout=files["stdout"],
             stderr=files["stderr"],
-            pass_fds=tuple(fd for fd in (job["report_fd"], info_write) if fd >= 0),
+            pass_fds=tuple(fd for fd in (job["report_fd"], status_write, info_write) if fd >= 0),
             cwd="/" if cage.prefix else workdir,
             env={} if cage.prefix else {"LANG": "C.UTF-8", "HOME": str(workdir)},
             start_new_session=True,  # one process group to kill in every mode
@@ -202,15 +259,17 @@ def _spawn(cage: iso.Isolation, job: dict, files: dict, workdir: Path, wall_s: f
             group=cage.user[1] if cage.user else None,
             extra_groups=[] if cage.user else None,
         )
-        if info_write >= 0:
-            os.close(info_write)
-            info_write = -1
-        timed_out = wait_caged(proc, info_read, wall_s)
-    finally:
-        for fd in (info_read, info_write):
+        for fd in (info_write, status_write):
             if fd >= 0:
                 os.close(fd)
-    return proc.returncode, timed_out, round((time.perf_counter() - started) * 1000, 1)
+        info_write = status_write = -1
+        timed_out = wait_caged(proc, info_read, wall_s)
+        usage = read_usage(status_read)
+    finally:
+        for fd in (info_read, info_write, status_read, status_write):
+            if fd >= 0:
+                os.close(fd)
+    return proc.returncode, timed_out, round((time.perf_counter() - started) * 1000, 1), usage
 
 
 def _execute(
@@ -235,20 +294,20 @@ def _execute(
                 for name in ("job", "stdout", "stderr", "report")
             }
             files["job_read"] = stack.enter_context((folder / "job").open("rb"))
-            returncode, timed_out, wall_ms = _spawn(cage, job, files, workdir, limits.wall_s)
+            returncode, timed_out, wall_ms, usage = _spawn(cage, job, files, workdir, limits.wall_s)
             sizes = [os.fstat(files[name].fileno()).st_size for name in ("stdout", "stderr")]
         stdout = _read(folder / "stdout", OUTPUT_LIMIT).decode("utf-8", errors="replace")
         stderr = _read(folder / "stderr", OUTPUT_LIMIT).decode("utf-8", errors="replace")
         raw_report = _read(folder / "report", REPORT_LIMIT)
     load, entries = read_report(raw_report, len(checks or []))
     flooded = max(sizes) >= limits.file_kb * 1024
-    status = "timeout" if timed_out else _status(returncode, stderr, bool(cage.prefix), flooded)
+    status = "timeout" if timed_out else _status(usage, flooded, limits)
     if status == "sandbox_error" and load is not None:
         status = "error"  # the model's code had started: exit code 70 was its own
     result = SandboxResult(
         status,
         isolation=cage.as_dict(),
-        returncode=returncode,
+        returncode=usage.code if usage else returncode,  # the child's, not bwrap's
         stdout=stdout,
         stderr=stderr,
         wall_ms=wall_ms,

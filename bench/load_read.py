@@ -150,6 +150,7 @@ def main() -> None:
         BENCHLOOP_BENCH_BASELINE="True",
         THROTTLE_ANON="1000000/minute",
         THROTTLE_USER="1000000/minute",
+        THROTTLE_PAGE_RENDER="1000000/minute",
     )
     if args.redis_db is not None:
         env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{args.redis_db}"

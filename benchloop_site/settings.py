@@ -107,6 +107,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "core.security.ContentSecurityPolicyMiddleware",
+    # After the session and the user: it counts per account, else per client address.
+    "core.pagelimits.PageRenderLimitMiddleware",
 ]
 
 ROOT_URLCONF = "benchloop_site.urls"
@@ -244,6 +246,8 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI's files are served from this site (whitenoise), never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # No badge fetched from validator.swagger.io: the CSP allows images from this site only.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
     # Every operation documents its error responses in the one error shape.
     "POSTPROCESSING_HOOKS": [
@@ -287,8 +291,9 @@ SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("SIGNIN_MAX_FAILURES_PER_ADDRESS", 20)
 SIGNIN_LOCKOUT_SECONDS = env_int("SIGNIN_LOCKOUT_SECONDS", 900)
 # How often `benchloop login` may poll for its key (RFC 8628 suggests 5 s); slow_down adds 5 s.
 DEVICE_POLL_INTERVAL = env_int("DEVICE_POLL_INTERVAL", 5)
-# HTML forms that write or send mail, counted per account (per client address when signed
-# out) with the same window counter as the API throttles (core/formlimits.py).
+# HTML forms that write or send mail, and page renders, counted per account (per client
+# address when signed out) with the same window counter as the API throttles
+# (core/formlimits.py, core/pagelimits.py).
 FORM_THROTTLE_RATES = {
     "signup": os.environ.get("THROTTLE_SIGNUP", "10/hour"),
     # Mail to one address, whoever asks: sign-up and password-reset mail cannot bomb anyone.
@@ -299,6 +304,9 @@ FORM_THROTTLE_RATES = {
     "report": os.environ.get("THROTTLE_REPORT", "10/day"),
     "api_key": os.environ.get("THROTTLE_API_KEY", "20/hour"),
     "lab_job": os.environ.get("THROTTLE_LAB_JOB", "120/hour"),
+    # Pages a view computes (core/pagelimits.py): a person reads far fewer; a copy from the
+    # shared page cache does not count. Four a second, sustained for a minute, is a crawler.
+    "page_render": os.environ.get("THROTTLE_PAGE_RENDER", "240/minute"),
 }
 # Distinct accounts whose open reports send an approved run back to the moderation queue;
 # a report from a moderator or a trusted submitter does it alone (submissions.services).
@@ -372,9 +380,17 @@ else:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    # The reaper runs every 30 s: Celery's lines about it are debug unless it acted.
+    "filters": {"quiet_reaper": {"()": "lab.quietlogs.QuietReaper"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        **{
+            name: {"filters": ["quiet_reaper"]}
+            for name in ("celery.beat", "celery.worker.strategy", "celery.app.trace")
+        },
+    },
 }
 
 # The "demo data" banner, for a site that holds synthetic runs (scripts/serve.sh sets it when

@@ -8,6 +8,7 @@ for clients that ask for JSON.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
@@ -18,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from rest_framework.throttling import BaseThrottle
 
-from core.throttling import count_in_window
+from core.throttling import count_in_window, limits_cache
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -40,24 +41,42 @@ def _requester(request: HttpRequest) -> str:
     return f"addr:{_digest(client_address(request))}"
 
 
-def seconds_to_wait(request: HttpRequest, scope: str, *, about: str = "") -> int:
-    """Count this request in `scope` (per requester, or per `about` when given: an email
-    address, say); 0 while within FORM_THROTTLE_RATES[scope], else seconds to wait."""
+def _window(request: HttpRequest, scope: str, about: str) -> tuple[str, int, int, int] | None:
+    """(counter key, window length, limit, window number) of this request in `scope` now, or
+    None when the scope has no rate."""
     rate = settings.FORM_THROTTLE_RATES.get(scope)
     if not rate:
-        return 0
+        return None
     number, period = rate.split("/")
     duration = _PERIODS[period[0]]
     who = f"about:{_digest(about)}" if about else _requester(request)
-    now = time.time()
-    window = math.floor(now / duration)
-    if count_in_window(f"form:{scope}:{who}:{window}", duration + 5) <= int(number):
+    window = math.floor(time.time() / duration)
+    return f"form:{scope}:{who}:{window}", duration, int(number), window
+
+
+def seconds_to_wait(request: HttpRequest, scope: str, *, about: str = "") -> int:
+    """Count this request in `scope` (per requester, or per `about` when given: an email
+    address, say); 0 while within FORM_THROTTLE_RATES[scope], else seconds to wait."""
+    found = _window(request, scope, about)
+    if found is None:
         return 0
-    return max(1, math.ceil((window + 1) * duration - now))
+    key, duration, limit, window = found
+    if count_in_window(key, duration + 5) <= limit:
+        return 0
+    return max(1, math.ceil((window + 1) * duration - time.time()))
 
 
-def too_many_requests(request: HttpRequest, wait: int) -> HttpResponse:
-    """429 with Retry-After, as a page or, for clients that ask for JSON, the API's shape."""
+def uncount(request: HttpRequest, scope: str) -> None:
+    """Take back this request's count in `scope` (it turned out to cost nothing)."""
+    found = _window(request, scope, "")
+    if found is not None:
+        with contextlib.suppress(ValueError):  # the window ended meanwhile
+            limits_cache().decr(found[0])
+
+
+def too_many_requests(request: HttpRequest, wait: int, *, why: str = "") -> HttpResponse:
+    """429 with Retry-After, as a page or, for clients that ask for JSON, the API's shape;
+    `why` replaces the page's word on what the limit is for (the forms')."""
     minutes = -(-wait // 60)
     when = f"{minutes} minute{'s' if minutes != 1 else ''}" if wait >= 60 else f"{wait} s"
     message = f"Too many requests of this kind. Try again in {when}."
@@ -66,7 +85,7 @@ def too_many_requests(request: HttpRequest, wait: int) -> HttpResponse:
             {"error": {"code": "throttled", "message": message}}, status=429
         )
     else:
-        response = render(request, "429.html", {"message": message}, status=429)
+        response = render(request, "429.html", {"message": message, "why": why}, status=429)
     response["Retry-After"] = str(wait)
     return response
 

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -200,7 +200,7 @@ class JobQueueView(APIView):
 class JobDetailView(APIView):
     """A job's public state and progress."""
 
-    permission_classes: list = []
+    permission_classes = [AllowAny]
     throttle_classes = [AnonThrottle, UserThrottle]
 
     @extend_schema(responses=JobOutput)

@@ -63,6 +63,10 @@ def harness_problem(
     return None
 
 
+# A lab run measured on another machine than its host was approved as (lab.inventory) is
+# stored self-reported with this reason, which its job page and finish mail give.
+HARDWARE_MISMATCH = "Hardware differs from the lab host's approved machine"
+
 pool_name = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,63}$", "Lower-case letters, digits, dots, dashes (e.g. gpu.4090)."
 )
@@ -299,6 +303,14 @@ class BenchmarkJob(models.Model):
     def is_final(self) -> bool:
         return self.status in self.FINAL
 
+    @property
+    def selection(self) -> str:
+        """What the job runs, in words: its suites where it names them (the agent then ignores
+        the profile: worker.agent.jobs), else its profile."""
+        if self.suites:
+            return "suites " + ", ".join(str(s) for s in self.suites)
+        return f"profile {self.profile or 'custom'}"
+
     def shows_raw_text_to(self, user) -> bool:
         """Whether `user` sees this job's endpoint error text unredacted (lab.access); everyone
         else sees it through worker.engine.redact."""
@@ -329,6 +341,9 @@ class BenchmarkJob(models.Model):
             return "verified"
         if run.contention_status == "contended":
             return "measured under load: self-reported"
+        submission = getattr(run, "submission", None)
+        if submission and any(r.startswith(HARDWARE_MISMATCH) for r in submission.flag_reasons):
+            return "measured on other hardware than the host's approved machine: self-reported"
         return "self-reported"
 
     @property

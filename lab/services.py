@@ -16,7 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from lab import dispatch
+from lab import dispatch, inventory
 from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 from runs import bounds, limits
 from submissions.models import Channel
@@ -344,21 +344,27 @@ def finish_job(
     upload: dict,
     upgraded: tuple[dict, str, str] | None = None,
 ) -> BenchmarkJob:
-    """Store the bundle as a verified, auto-approved run, only while `attempt` of `host` runs
-    the job and nobody asked it to stop; idempotent per job. The check, the run and the job's
+    """Store the bundle as a run, only while `attempt` of `host` runs the job and nobody asked
+    it to stop; idempotent per job. It is verified and auto-approved when it was measured on
+    the machine the host was approved as, else self-reported and flagged for the moderators
+    with the difference (lab.inventory). The check, the run and the job's
     success are one transaction on the locked job. Raises JobClosed (nothing stored) otherwise;
     a run that comes after a cancel request ends the job as cancelled. `upgraded` is what the
     upload check returned (lab.agent_api), as for every other upload."""
+    from runs.importers import parse_run_payload
     from submissions.models import Submission
     from submissions.services import submit_run
 
     client_run_id = f"lab-job-{job_id}"
+    record = parse_run_payload({**upload, "client_run_id": client_run_id}, upgraded=upgraded)
     with _follow_ups_may_be_lost(job_id), transaction.atomic():
         job = BenchmarkJob.objects.select_for_update().filter(pk=job_id).first()
         if job and (job.status, job.host_id, job.attempts) == (Status.SUCCEEDED, host.pk, attempt):
             return job  # this attempt's own upload again: its answer was lost
         reason = _closed(job, host, attempt)
-        if not reason and not WorkerHost.objects.approved().filter(pk=host.pk).exists():
+        current = WorkerHost.objects.approved().select_related("hardware").filter(pk=host.pk)
+        approved = current.first()
+        if not reason and approved is None:
             reason = "This host is awaiting approval: its run was not stored."
         if not reason and job.cancel_requested_at is not None:
             # It finished before it saw the request: the operator's word stands.
@@ -370,12 +376,15 @@ def finish_job(
                 submitter=job.requested_by, client_run_id=client_run_id
             ).first()
             if existing is None:
+                # Verified only on the machine the host was approved as (lab.inventory).
+                mismatch = inventory.hardware_mismatch(approved, record)
                 existing = submit_run(
                     payload={**upload, "client_run_id": client_run_id},
                     channel=Channel.LAB_JOB,
                     submitter=job.requested_by,
-                    is_verified=True,
-                    upgraded=upgraded,
+                    is_verified=not mismatch,
+                    record=record,
+                    concerns=[mismatch] if mismatch else [],
                 ).submission
             _end(job, Status.SUCCEEDED, run=existing.run)
     if reason:
@@ -484,6 +493,9 @@ def reap_stale_jobs(*, now=None, limit: int = 200) -> dict[str, int]:
                 _notify_on_commit(live)
                 counts["failed"] += 1
             _release_host(live.pk)
+    if any(counts.values()):
+        # Said only when it acted: Celery's own lines about an idle run are debug (quietlogs).
+        log.info("reaper: %s", ", ".join(f"{n} {what}" for what, n in counts.items() if n))
     return counts
 
 
@@ -495,8 +507,6 @@ def register_host(*, name: str, pools: list[str], hardware_info: dict) -> Worker
     identity). A registration that changes either withdraws the approval until an admin looks
     again: a host cannot move itself into another pool, or become another machine, on its own
     word. Details that leave the identity as it is (a driver update) are kept without that."""
-    from runs.models import Hardware
-
     problem = bounds.text_problem(name) or (
         "is too long" if len(name) > limits.max_length(WorkerHost, "name") else ""
     )
@@ -508,17 +518,7 @@ def register_host(*, name: str, pools: list[str], hardware_info: dict) -> Worker
         except ValidationError:
             raise ValueError(f"pool {pool[:70]!r} is not a pool name (e.g. gpu.4090)") from None
     hardware_info = bounds.storable_json(hardware_info)
-    gpus = hardware_info.get("gpus") or []
-    hardware = Hardware.for_identity(
-        cpu=str(hardware_info.get("cpu_model", ""))[: limits.max_length(Hardware, "cpu_model")],
-        gpu=(
-            str(gpus[0].get("name", ""))[: limits.max_length(Hardware, "gpu_model")] if gpus else ""
-        ),
-        gpu_count=len(gpus),
-        vram_gb=(gpus[0].get("vram_gb") if gpus else None),
-        ram_gb=hardware_info.get("ram_gb"),
-        os_name=hardware_info.get("os", ""),
-    )
+    hardware = inventory.machine_of(hardware_info)
     fields = {
         "pools": sorted(set(pools)),
         "hardware_info": hardware_info,

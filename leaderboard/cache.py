@@ -12,6 +12,8 @@ from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
+from core import pagelimits
+
 # The versioned cache, under the names the public views (and the root conftest) use.
 from core.pagecache import bump, cached, cached_many, data_version, invalidate
 from leaderboard.context_processors import visitor_theme
@@ -50,7 +52,10 @@ def render_page(
     if not shareable(request):
         return render(request, template, context())
 
+    rendered = []
+
     def compute() -> tuple[str, str]:
+        rendered.append(True)
         placeholder = f"csrf-{secrets.token_hex(16)}"
         html = render_to_string(template, {**context(), "csrf_token": placeholder}, request)
         return placeholder, html
@@ -58,4 +63,6 @@ def render_page(
     # The page's canonical link and share tags name the scheme and host it was asked on.
     where = f"{request.scheme}://{request.get_host()}"
     placeholder, html = cached("page", f"{where}|{visitor_theme(request)}|{parts}", compute)
+    if not rendered:  # a copy from the cache costs the visitor's rate nothing
+        pagelimits.served_from_cache(request)
     return HttpResponse(html.replace(placeholder, get_token(request)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,7 +22,7 @@ class MatrixView(APIView):
     (ratios to raw on the tasks both ran). One hardware class and one setup (quantization and
     engine) at a time; wall times are never pooled across classes."""
 
-    permission_classes: list = []
+    permission_classes = [AllowAny]
     throttle_classes = READ_THROTTLES
 
     @extend_schema(
@@ -42,8 +43,9 @@ class MatrixView(APIView):
         hardware_class = HardwareClass.objects.filter(slug=slug).first()
         if not model_id or hardware_class is None:
             raise ApiError(404, "not_found", "Name a model (?model=) and a hardware class (?hw=).")
-        quant = request.query_params.get("quant")
-        engine = request.query_params.get("engine")
+        # An empty value filters nothing, as an absent one (what the form of a client sends).
+        quant = request.query_params.get("quant") or None
+        engine = request.query_params.get("engine") or None
         found = matrix.build(
             model_id,
             hardware_class,

@@ -59,7 +59,14 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["stack", "hardware"]
     fields = ["visibility", "stack", "hardware", "hardware_class", "published", "is_verified"]
     fields += ["score_scale", "overall_score", "quality_score", "comparable", "started_at"]
+    fields += ["flag_reasons"]
     readonly_fields = [name for name in fields if name != "visibility"]
+
+    @admin.display(description="flag reasons")
+    def flag_reasons(self, run: Run) -> str:
+        """Why its upload was held for the moderators (a lab run on other hardware, say)."""
+        submission = getattr(run, "submission", None)
+        return "; ".join(submission.flag_reasons) if submission else ""
 
     def has_add_permission(self, request) -> bool:
         return False

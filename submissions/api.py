@@ -7,7 +7,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import ApiError
+from core.formlimits import client_address
 from core.links import absolute_url
 from core.throttling import AnonThrottle, UserThrottle
 from core.unavailable import NOTHING_SAVED, unavailable_response
@@ -287,7 +288,9 @@ class LegacySubmitView(APIView):
     )
     def post(self, request: Request) -> Response:
         data = read_json_body(request)
-        address = _client_address(request._request)
+        # Behind the proxy, the client's address (NUM_PROXIES), not the proxy's: the same
+        # helper the throttles use, so the key and the rate limit name the same uploader.
+        address = client_address(request._request)
         body = _store(
             request,
             data,
@@ -298,10 +301,6 @@ class LegacySubmitView(APIView):
         )
         # The old client only checks for HTTP 200.
         return body if isinstance(body, HttpResponse) else Response(body)
-
-
-def _client_address(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR", "")
 
 
 class DeviceStartView(APIView):
@@ -349,8 +348,49 @@ class DeviceStartView(APIView):
         )
 
 
+# RFC 8628 section 3.4: the grant type a device access token request names.
+DEVICE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
+# RFC 8628 section 3.5 and RFC 6749 section 5.2: what a poll may answer with a 400.
+DEVICE_TOKEN_ERRORS = [
+    "authorization_pending",
+    "slow_down",
+    "access_denied",
+    "expired_token",
+    "invalid_grant",
+    "invalid_request",
+    "unsupported_grant_type",
+]
+FORM = "application/x-www-form-urlencoded"
+
+
+def _oauth_error(code: str, description: str, retry_after: int = 0) -> Response:
+    """RFC 6749 section 5.2's error answer: 400, {"error", "error_description"}, not cached."""
+    response = Response({"error": code, "error_description": description}, status=400)
+    response["Cache-Control"] = "no-store"
+    if retry_after:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
+def _poll_parameters(request: Request) -> dict | Response:
+    """The poll's parameters: form-encoded as RFC 8628 sends them, or a JSON object as the CLI
+    sent them before (and still does, so that it works with older sites). A body that is
+    neither is an invalid_request."""
+    content_type = request.META.get("CONTENT_TYPE", "").split(";")[0].strip()
+    if content_type not in (FORM, "application/json", ""):
+        raise ApiError(415, "unsupported_media_type", f"Send the poll as {FORM} or JSON.")
+    if content_type == FORM:
+        return request._request.POST.dict()
+    try:
+        return read_json_body(request)
+    except ApiError as exc:
+        if exc.status_code != 400:
+            raise
+        return _oauth_error("invalid_request", str(exc.detail))
+
+
 class DeviceTokenView(APIView):
-    """POST /api/v1/device/token: poll; 428 pending, 429 slow_down, 200 with the key once."""
+    """POST /api/v1/device/token: the CLI's poll for its key (RFC 8628 section 3.4)."""
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
@@ -358,32 +398,78 @@ class DeviceTokenView(APIView):
     throttle_classes = [DeviceTokenThrottle]
 
     @extend_schema(
-        request=inline_serializer("DevicePoll", {"device_code": serializers.CharField()}),
+        description=(
+            "RFC 8628's device access token request, form-encoded "
+            f"(grant_type={DEVICE_GRANT_TYPE}&device_code=…) or as a JSON object. "
+            "Until the login is approved it answers 400 with error authorization_pending, "
+            "or slow_down when polled faster than the interval (which grows by 5 s); "
+            "access_denied once the user denied it, expired_token after 10 minutes."
+        ),
+        request={
+            FORM: inline_serializer(
+                "DeviceTokenRequest",
+                {
+                    "grant_type": serializers.ChoiceField(choices=[DEVICE_GRANT_TYPE]),
+                    "device_code": serializers.CharField(),
+                },
+            ),
+            "application/json": inline_serializer(
+                "DevicePoll",
+                {
+                    "grant_type": serializers.ChoiceField(
+                        choices=[DEVICE_GRANT_TYPE], required=False
+                    ),
+                    "device_code": serializers.CharField(),
+                },
+            ),
+        },
         responses={
             200: inline_serializer(
-                "DeviceKey", {"api_key": serializers.CharField(), "scopes": serializers.ListField()}
+                "DeviceKey",
+                {
+                    "access_token": serializers.CharField(),
+                    "token_type": serializers.ChoiceField(choices=["Bearer"]),
+                    "scope": serializers.CharField(),
+                    "api_key": serializers.CharField(help_text="the access token (older CLIs)"),
+                    "scopes": serializers.ListField(child=serializers.CharField()),
+                },
             ),
-            400: OpenApiResponse(description="expired_token, invalid_grant"),
-            428: OpenApiResponse(description="authorization_pending"),
-            429: OpenApiResponse(description="slow_down"),
+            400: inline_serializer(
+                "DeviceTokenError",
+                {
+                    "error": serializers.ChoiceField(choices=DEVICE_TOKEN_ERRORS),
+                    "error_description": serializers.CharField(),
+                },
+            ),
         },
     )
     def post(self, request: Request) -> Response:
-        data = read_json_body(request)
-        device_code = data.get("device_code")
-        if not isinstance(device_code, str) or not device_code or len(device_code) > 200:
-            raise ApiError(
-                400,
-                "invalid",
-                "device_code is required.",
-                [{"path": "device_code", "message": "expected a string"}],
+        data = _poll_parameters(request)
+        if isinstance(data, Response):
+            return data
+        grant_type, device_code = data.get("grant_type"), data.get("device_code")
+        if grant_type is not None and grant_type != DEVICE_GRANT_TYPE:
+            return _oauth_error(
+                "unsupported_grant_type", f"grant_type must be {DEVICE_GRANT_TYPE}."
             )
+        if not isinstance(device_code, str) or not device_code or len(device_code) > 200:
+            return _oauth_error("invalid_request", "device_code is required.")
         try:
             api_key = poll_device_token(device_code=device_code)
         except DeviceTokenError as exc:
-            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
-            raise ApiError(exc.status, exc.code, str(exc), headers=headers) from None
-        return Response({"api_key": api_key, "scopes": ["read", "submit"]})
+            return _oauth_error(exc.code, str(exc), exc.retry_after)
+        scopes = ["read", "submit"]
+        response = Response(
+            {
+                "access_token": api_key,
+                "token_type": "Bearer",
+                "scope": " ".join(scopes),
+                "api_key": api_key,
+                "scopes": scopes,
+            }
+        )
+        response["Cache-Control"] = "no-store"
+        return response
 
 
 class UploadSchemaView(APIView):

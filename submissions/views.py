@@ -64,17 +64,28 @@ def signup(request: HttpRequest) -> HttpResponse:
         wait = seconds_to_wait(request, "mail_to_address", about=email)
         if wait:
             return too_many_requests(request, wait)
-        accounts.request_signup(
+        pending = accounts.request_signup(
             username=form.cleaned_data["username"],
             email=email,
             password=form.cleaned_data["password1"],
         )
+        if pending is not None and accounts.mail_goes_to_console():
+            # Nobody receives console mail: this browser gets the link the terminal shows.
+            request.session[ACTIVATION_LINK] = accounts.activation_path(pending)
         return redirect("accounts:signup_sent")
     return render(request, "accounts/signup.html", {"form": form})
 
 
+ACTIVATION_LINK = "signup_activation_path"
+
+
+@never_cache
 def signup_sent(request: HttpRequest) -> HttpResponse:
-    return render(request, "accounts/signup_sent.html")
+    console = accounts.mail_goes_to_console()
+    link = request.session.get(ACTIVATION_LINK, "") if console else ""
+    return render(
+        request, "accounts/signup_sent.html", {"console_mail": console, "activation_link": link}
+    )
 
 
 @never_cache
@@ -240,15 +251,18 @@ def revoke_key(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @limit_posts("device_approve")
 def device(request: HttpRequest) -> HttpResponse:
+    """Approve or deny a `benchloop login` by the code its terminal shows."""
     form = DeviceCodeForm(request.POST or None, initial={"code": request.GET.get("code", "")})
-    approved = None
+    decided = None
     if request.method == "POST" and form.is_valid():
-        approved = services.approve_device_authorization(
-            user_code=form.cleaned_data["code"], user=request.user
+        decided = services.decide_device_authorization(
+            user_code=form.cleaned_data["code"],
+            user=request.user,
+            approve=request.POST.get("decision") != "deny",
         )
-        if approved is None:
+        if decided is None:
             form.add_error("code", "No pending login has this code, or it has expired.")
-    return render(request, "accounts/device.html", {"form": form, "approved": approved})
+    return render(request, "accounts/device.html", {"form": form, "decided": decided})
 
 
 @login_required
@@ -260,7 +274,13 @@ def report(request: HttpRequest, run_id: int) -> HttpResponse:
         services.report_run(run=run, reporter=request.user, reason=form.cleaned_data["reason"])
         messages.success(request, "Thanks: your report is in the moderators' queue.")
         return redirect("leaderboard:leaderboard")
-    return render(request, "submissions/report.html", {"form": form, "run": run})
+    context = {
+        "form": form,
+        "run": run,
+        "hides_at_once": services.has_standing(request.user),
+        "reports_to_hide": settings.BENCHLOOP_REPORTS_TO_HIDE_RUN,
+    }
+    return render(request, "submissions/report.html", context)
 
 
 def _safe_next(request: HttpRequest, default: str) -> str:

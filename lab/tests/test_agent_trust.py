@@ -23,6 +23,14 @@ from worker.agent.protocol import MAX_EVENT_BYTES, MAX_EVENTS_PER_JOB
 pytestmark = pytest.mark.django_db
 AGENT = "/api/v1/lab/agent/"
 JOB = {"model": "m", "endpoint_url": "http://127.0.0.1:9", "pool": "cpu"}
+# The machine the smoke_run fixture was measured on, as the agent's detection describes it: a
+# host registered as this machine publishes that run as verified (lab.inventory).
+SMOKE_MACHINE = {
+    "cpu_model": "Intel(R) Xeon(R) Processor",
+    "gpus": [{"index": 0, "name": "NVIDIA RTX 4090", "vram_gb": 24.0}],
+    "ram_gb": 23.54,
+    "os": "Linux",
+}
 
 
 def _post(path: str, body, key: str, *, raw: bytes | None = None):
@@ -45,8 +53,9 @@ def _registered(host_name: str, pools: list[str], hardware: dict | None = None) 
 
 @pytest.fixture
 def claimed(operator, lab_hosts) -> tuple[BenchmarkJob, str]:
-    """A cpu job that lab-cpu claimed (attempt 1) and started, and lab-cpu's key."""
-    key = _registered("lab-cpu", ["cpu"])
+    """A cpu job that lab-cpu, approved as the smoke run's machine, claimed (attempt 1) and
+    started, and lab-cpu's key."""
+    key = _registered("lab-cpu", ["cpu"], SMOKE_MACHINE)
     job = services.queue_job(requested_by=operator, **JOB)
     spec = _post(f"jobs/{job.pk}/claim", {}, key).json()
     assert spec["attempt"] == 1
@@ -134,7 +143,7 @@ def test_a_failure_and_an_upload_at_once_never_leave_a_run_on_a_failed_job(
 ) -> None:
     """The check and the write are one transaction on the locked job: whichever of the two
     requests comes second finds the other's outcome (real Postgres, two connections)."""
-    key = _registered("lab-cpu", ["cpu"])
+    key = _registered("lab-cpu", ["cpu"], SMOKE_MACHINE)
     for _ in range(4):
         job = services.queue_job(requested_by=operator, **JOB)
         assert _post(f"jobs/{job.pk}/claim", {}, key).status_code == 200

@@ -16,6 +16,7 @@ from lab.models import BenchmarkJob
 from lab.tests.test_agent_trust import JOB, _post, _registered
 from runs.models import Run
 from worker.engine.bundle import upload_view
+from worker.engine.hardware import detect_hardware
 from worker.engine.orchestrator import RunConfig, run_benchmark
 
 
@@ -31,7 +32,8 @@ def bundle(llm_url, tmp_path_factory) -> dict:
 
 def _finished_job(operator, bundle: dict, contention: str) -> tuple[BenchmarkJob, Run]:
     """A job run by lab-cpu whose bundle says the machine was `contention` while it measured."""
-    key = _registered("lab-cpu", ["cpu"])
+    # Approved as this machine, which the engine measured the bundle on.
+    key = _registered("lab-cpu", ["cpu"], detect_hardware())
     job = services.queue_job(requested_by=operator, **JOB)
     assert _post(f"jobs/{job.pk}/claim", {}, key).status_code == 200
     loaded = copy.deepcopy(bundle)

@@ -321,3 +321,16 @@ def test_the_harness_filter_groups_formats_and_programs_and_reads_old_names(clie
     program = client.get(f"/leaderboard/?hw={hw.slug}&harness=hermes-agent").content.decode()
     assert f"/stacks/{hermes.id}/" in program and f"/stacks/{xml.id}/" not in program
     assert "agent program hermes-agent" in program
+
+
+def test_the_json_treats_an_empty_setup_filter_as_none(client: Client) -> None:
+    """A client form that sends empty fields (?quant=&engine=) gets the default setup, as
+    without them (issue 31, defect 13); an empty class or model is the declared 404."""
+    add_runs(*standard_matrix())
+    hw = _class()
+    plain = client.get(f"/api/v1/matrix?model={MODEL}&hw={hw.slug}")
+    empty = client.get(f"/api/v1/matrix?model={MODEL}&hw={hw.slug}&quant=&engine=")
+    assert plain.status_code == empty.status_code == 200
+    assert empty.json() == plain.json()
+    for query in ("engine=&hw=", "model=&hw=&quant=&engine=", f"model={MODEL}&hw=&engine="):
+        assert client.get(f"/api/v1/matrix?{query}").status_code == 404, query

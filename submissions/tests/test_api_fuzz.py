@@ -21,6 +21,8 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    ignored_auth,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -38,7 +40,12 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    # The schema is the truth both ways: a request it calls valid is not refused as malformed,
+    # and an operation that declares a key needs one.
+    positive_data_acceptance,
+    ignored_auth,
 ]
+UPLOAD = ["2xx", "400", "401", "403", "404", "409", "413", "422", "429"]
 CALLERS = ["anonymous", "operator", "other-user", "wrong-key", "session"]
 CONFIG = {
     "generation": {
@@ -50,6 +57,26 @@ CONFIG = {
     # The coverage phase (every boundary value of every parameter) takes minutes: opt in.
     "phases": {"coverage": {"enabled": DEEP}, "stateful": {"enabled": False}},
     "suppress-health-check": ["all"],
+    "operations": [
+        {
+            # RFC 8628: every poll that gets no token is a 400 whose body says why (a code
+            # nobody issued is invalid_grant), as the operation's 400 declares.
+            "include-path": "/api/v1/device/token",
+            "checks": {
+                "positive_data_acceptance": {"expected-statuses": ["200", "400", "413", "429"]}
+            },
+        },
+    ]
+    # The uploads and the job queue take any JSON object in the schema's words; what makes one
+    # valid is the upload JSON Schema (/api/v1/schemas/upload-1.json) and the site's state (an
+    # approved host for the pool): their 400 and 422 name the fields.
+    + [
+        {
+            "include-path": path,
+            "checks": {"positive_data_acceptance": {"expected-statuses": UPLOAD}},
+        }
+        for path in ("/api/v1/runs", "/api/v1/runs/external", "/api/v1/jobs", "/submit")
+    ],
 }
 
 
@@ -180,3 +207,47 @@ def test_a_nul_in_the_url_is_a_400_not_a_500() -> None:
         assert client.get(url).status_code == 400, url
     unknown = client.get("/api/v1/no-such-thing")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+
+
+# --- the schema is the truth (issue 31, defect 13) -------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_operation_declares_a_key_only_where_one_is_needed(api_schema, published) -> None:
+    """Each GET answered without a key declares that no key is needed (an empty security
+    requirement); one that refuses callers without a key does not."""
+    ids = {
+        "/api/v1/runs/{id}": published["run"].pk,
+        "/api/v1/runs/{id}/standing": published["run"].pk,
+        "/api/v1/runs/{id}/state": published["run"].pk,
+        "/api/v1/stacks/{id}": published["run"].stack_id,
+        "/api/v1/jobs/{id}": published["job"].pk,
+    }
+    queries = {"/api/v1/matrix": {"model": "m", "hw": "x"}}
+    seen = set()
+    for path, methods in api_schema.raw_schema["paths"].items():
+        if "get" not in methods:
+            continue
+        case = api_schema[path]["GET"].Case(
+            path_parameters={"id": ids[path]} if "{id}" in path else {},
+            query=queries.get(path, {}),
+        )
+        answer = case.call()
+        public = {} in methods["get"].get("security", [{}])
+        assert answer.status_code not in (401, 403) if public else answer.status_code == 401, (
+            path,
+            answer.status_code,
+        )
+        seen.add((path, public))
+    assert ("/api/v1/leaderboard", True) in seen and ("/api/v1/runs/{id}/state", False) in seen
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "body", [{"device_code": ""}, {"device_code": "never-issued"}, {"grant_type": "x"}]
+)
+def test_a_poll_without_a_token_answers_the_declared_400(api_schema, body) -> None:
+    case = api_schema["/api/v1/device/token"]["POST"].Case(body=body, media_type="application/json")
+    answer = case.call_and_validate(checks=CHECKS)
+    assert answer.status_code == 400
+    assert answer.json()["error"] in ("invalid_request", "invalid_grant", "unsupported_grant_type")

@@ -208,6 +208,22 @@ def test_login_reports_an_expired_code(live_server, bench_home, fast_polls, caps
     assert not ApiKey.objects.exists()
 
 
+def test_login_reports_a_denied_login(live_server, alice_client, bench_home, fast_polls, capsys):
+    """alice denies the code on /device/: the CLI says so (RFC 8628's access_denied), exits 4
+    and saves nothing."""
+
+    def deny(auth: DeviceAuthorization) -> None:
+        alice_client.post("/device/", {"code": auth.user_code, "decision": "deny"})
+
+    denier = _after_first_poll(deny)
+    assert main(["login", "--site", live_server.url]) == 4
+    denier.join(timeout=10)
+    assert "The request was denied. (access_denied)" in capsys.readouterr().err
+    assert DeviceAuthorization.objects.get().state == DeviceAuthorization.State.DENIED
+    assert not (bench_home / "credentials.json").exists()
+    assert not ApiKey.objects.exists()
+
+
 def test_slow_down_lengthens_the_polling_interval(live_server, alice, settings):
     """After the site's slow_down the CLI waits 5 s longer, which the site then accepts."""
     grant = device_start(live_server.url)

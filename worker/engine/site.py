@@ -19,6 +19,8 @@ from .transport import USER_AGENT, error_message, map_transport_error
 RUNS_PATH = "/api/v1/runs"
 DEVICE_START_PATH = "/api/v1/device/start"
 DEVICE_TOKEN_PATH = "/api/v1/device/token"
+# RFC 8628 section 3.4: the grant type of a device access token request.
+DEVICE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 def site_url(explicit: str | None) -> str:
@@ -158,39 +160,70 @@ def device_poll(
 ) -> str:
     """Poll until the user approves; return the API key.
 
-    428 = not approved yet, 429 = slow down (interval grows by 5 s), 200 = ``{api_key}``,
-    400 = ``expired_token`` / ``access_denied``.
+    RFC 8628's answers: 400 with ``{"error": "authorization_pending"}`` (not approved yet) or
+    ``slow_down`` (the interval grows by 5 s); ``access_denied`` and ``expired_token`` end
+    it; 200 carries ``access_token``. Sites before it answered 428 for pending and 429 for
+    slow_down, with the code nested (``{"error": {"code": …}}``), and 200 with ``api_key``:
+    both are understood, for one release. The poll is JSON, which both kinds of site read.
     """
     interval = max(grant.interval, 0.1)
     deadline = time.monotonic() + grant.expires_in
+    body = {"grant_type": DEVICE_GRANT_TYPE, "device_code": grant.device_code}
     with _client(timeout) as client:
         while time.monotonic() < deadline:
             sleep(interval)
             try:
-                response = client.post(
-                    site + DEVICE_TOKEN_PATH, json={"device_code": grant.device_code}
-                )
+                response = client.post(site + DEVICE_TOKEN_PATH, json=body)
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc) from exc
             if response.status_code == 200:
-                try:
-                    return str(response.json()["api_key"])
-                except (ValueError, KeyError) as exc:
-                    raise EngineError("the site approved the login but sent no api_key") from exc
-            if response.status_code == 428:
+                return _granted_key(response)
+            code = _device_error(response)
+            if code == "authorization_pending" or response.status_code == 428:
                 continue
-            if response.status_code == 429:
+            if code == "slow_down" or response.status_code == 429:  # (or a rate limit)
                 interval += 5
                 continue
             if response.status_code == 400:
-                reason = error_message(response)
                 raise AuthError(
-                    f"login not completed: {reason}", hint="Run `benchloop login` again."
+                    f"login not completed: {_device_error_words(response, code)}",
+                    hint="Run `benchloop login` again.",
                 )
             _raise_site_error(response)
     raise AuthError(
         "login code expired before it was approved", hint="Run `benchloop login` again."
     )
+
+
+def _granted_key(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        key = body.get("access_token") or body["api_key"]
+    except (ValueError, KeyError, AttributeError) as exc:
+        raise EngineError("the site approved the login but sent no access token") from exc
+    return str(key)
+
+
+def _device_error(response: httpx.Response) -> str:
+    """The poll's error code: RFC 8628's ``{"error": "slow_down"}``, or an older site's
+    ``{"error": {"code": "slow_down"}}``; "" when the body has none."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    if isinstance(error, dict):
+        error = error.get("code")
+    return error if isinstance(error, str) else ""
+
+
+def _device_error_words(response: httpx.Response, code: str) -> str:
+    try:
+        description = response.json().get("error_description")
+    except (ValueError, AttributeError):
+        description = None
+    if isinstance(description, str) and description:
+        return f"{description} ({code})" if code else description
+    return error_message(response)
 
 
 def run_state(site: str, api_key: str, run_id: int, *, timeout: float = 5.0) -> dict | None:
@@ -214,4 +247,29 @@ def run_state(site: str, api_key: str, run_id: int, *, timeout: float = 5.0) -> 
         raise ServerError("the site's run state is not JSON") from exc
     if not isinstance(body, dict) or not isinstance(body.get("status"), str):
         raise ServerError("the site's run state has no status")
+    return body
+
+
+def run_standing(
+    site: str, api_key: str | None, run_id: int, *, timeout: float = 10.0
+) -> dict | None:
+    """Where a run stands among its class (``{sentences, lane, similar, …}``), None when the site
+    shows it to nobody asking with this key (missing, or unpublished and not ours):
+    GET /api/v1/runs/<id>/standing, public once published, else owner only."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with _client(timeout) as client:
+            response = client.get(f"{site}{RUNS_PATH}/{run_id}/standing", headers=headers)
+    except httpx.HTTPError as exc:
+        raise map_transport_error(exc) from exc
+    if response.status_code == 404:
+        return None
+    if response.status_code != 200:
+        _raise_site_error(response)
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise ServerError("the site's run standing is not JSON") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("sentences"), list):
+        raise ServerError("the site's run standing has no sentences")
     return body

@@ -26,6 +26,18 @@ LIMITS = {
 # A reported size within this fraction of an entry's memory picks that variant (nvidia-smi
 # reports 79.6 GB for an 80 GB card).
 MEMORY_TOLERANCE = 0.15
+# A CPU's peak per core and clock cycle for the widest instruction set its generation has, as
+# (FP16 FLOP, INT8 OP): two vector units issuing one fused multiply-add each per cycle (a
+# multiply-add counts 2), AMX's tile unit 1,024 INT8 / 512 BF16 multiply-adds per cycle. Taken
+# at the generous end (Zen 4 runs AVX-512 on 256-bit units; hybrid parts' E-cores are counted
+# as P-cores), so a CPU's prefill ceiling is never low.
+SIMD_OPS_PER_CYCLE = {
+    "avx2": (32.0, 128.0),
+    "avx_vnni": (32.0, 128.0),
+    "avx512": (64.0, 256.0),
+    "amx": (1024.0, 2048.0),
+    "neon_dotprod": (64.0, 128.0),
+}
 
 _MARKS = re.compile(r"\((?:r|tm|c)\)|™|®", re.IGNORECASE)
 _SIZE = re.compile(r"\b\d+(?:\.\d+)?\s*gb\b")
@@ -72,6 +84,10 @@ class Accelerator:
     # Where a figure's source differs from `source` (a derived compute peak, a family maximum).
     figure_sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     origin: str = "data file"
+    # A CPU's cores, top clock and widest instruction set (SIMD_OPS_PER_CYCLE's keys).
+    cores: int | None = None
+    boost_ghz: float | None = None
+    simd: str = ""
 
     @property
     def keys(self) -> set[str]:
@@ -121,6 +137,11 @@ def parse_entry(raw: dict, *, origin: str = "data file") -> Accelerator:
             raise DataFileError(f"{where}: {figure} {value} is outside {low:g}–{high:g}")
     if values["bandwidth_gbps"] is None:
         raise DataFileError(f"{where}: a memory bandwidth is required")
+    cores, boost, simd = _cpu_compute(raw, where)
+    if simd and values["int8_tops"] is None and values["fp16_tflops"] is None:
+        flops, ops = SIMD_OPS_PER_CYCLE[simd]
+        values["fp16_tflops"] = round(cores * boost * flops / 1000, 3)
+        values["int8_tops"] = round(cores * boost * ops / 1000, 3)
     source = str(raw.get("source") or "").strip()
     if not source:
         raise DataFileError(f"{where}: every figure needs a source")
@@ -141,7 +162,24 @@ def parse_entry(raw: dict, *, origin: str = "data file") -> Accelerator:
         family=str(raw.get("family") or ""),
         figure_sources=sources,
         origin=origin,
+        cores=cores,
+        boost_ghz=boost,
+        simd=simd,
     )
+
+
+def _cpu_compute(raw: dict, where: str) -> tuple[int | None, float | None, str]:
+    """A CPU entry's (cores, boost GHz, instruction set): all three or none."""
+    cores, boost, simd = raw.get("cores"), raw.get("boost_ghz"), raw.get("simd")
+    if cores is None and boost is None and simd is None:
+        return None, None, ""
+    if not (isinstance(cores, int) and not isinstance(cores, bool) and 1 <= cores <= 1024):
+        raise DataFileError(f"{where}: cores must be a whole number from 1 to 1024")
+    if isinstance(boost, bool) or not isinstance(boost, int | float) or not 0.1 <= boost <= 10:
+        raise DataFileError(f"{where}: boost_ghz must be a clock from 0.1 to 10 GHz")
+    if simd not in SIMD_OPS_PER_CYCLE:
+        raise DataFileError(f"{where}: simd must be one of {', '.join(SIMD_OPS_PER_CYCLE)}")
+    return cores, float(boost), simd
 
 
 def _float(value: float | int | None) -> float | None:

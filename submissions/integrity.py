@@ -8,6 +8,7 @@ class. The score consistency checks follow from the payload alone.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from runs import normalize, roofline
 from runs.accelerators import Catalog, catalog
 from runs.importers.records import RunRecord
 from runs.models import Hardware, Run, ScoreScale, Stack
+from submissions import run_facts
 from worker.engine.scoring import MEASURED_ONLY
 
 # Quality weights of the 3.0.0 profiles (the earlier product's published design).
@@ -53,12 +55,17 @@ PEER_METRICS = [
     ("prefill_tps_median", "prefill speed", "tok/s"),
     ("ttft_ms_median", "time to first token", "ms"),
 ]
-# How far above a ceiling a claim may go before it is flagged: the ceiling already takes every
-# input at its generous end, the margin absorbs what it leaves out (a quantization whose tensors
-# are partly smaller than its name says, a card clocked above its reference boost).
-CEILING_MARGIN = 1.25
-# A declared draft model lets the target model verify several tokens per weight read.
+# How far above a ceiling a claim may go before it is flagged. The ceiling takes the hardware at
+# its vendor peak and the weights at their real size; the best honest runs in the real data
+# reach about 90% of it (bench/README.md, "Real community data"), so 1.15 leaves honest runs a
+# quarter above their best and still catches a claim of 1.3× the physics.
+CEILING_MARGIN = 1.15
+# Speculation declared without a draft length: three tokens per weight read, as much as the
+# usual draft lengths (MTP's 1-3, a draft model's 3-8 at typical acceptance) deliver.
 SPECULATIVE_MARGIN = 3.0
+DECLARE = "declare speculation if you used it"
+SPLIT_UNKNOWN = "split mode unknown"
+SLOWER = "slower than"
 NO_CEILING = "no ceiling known"
 
 
@@ -79,14 +86,24 @@ class Claim:
     decode_tps: float | None
     prefill_tps: float | None
     ttft_ms: float | None
+    # The prompt behind the TTFT and the depth cells, where the run reports them.
+    workload: run_facts.Workload = dataclasses.field(default_factory=run_facts.Workload)
 
     @classmethod
     def of_record(cls, record: RunRecord) -> Claim:
-        return cls(*(record.speed.get(field) for field, _label, _unit in PEER_METRICS))
+        """The medians; a source that gives only a mean (llmfit's community files) is held to
+        the ceilings by its mean, since no speed of any kind may pass the physics."""
+        speeds = (
+            record.speed.get(name) or record.speed.get(name.replace("_median", "_mean"))
+            for name, _label, _unit in PEER_METRICS
+        )
+        return cls(*speeds, workload=run_facts.workload_of(record))
 
     @classmethod
     def of_run(cls, run: Run) -> Claim:
-        return cls(run.decode_tps_median, run.prefill_tps_median, run.ttft_ms_median)
+        prompt = (run.stack.launch_settings or {}).get("prompt_tokens")
+        workload = run_facts.Workload(prompt if isinstance(prompt, int) else None)
+        return cls(run.decode_tps_median, run.prefill_tps_median, run.ttft_ms_median, workload)
 
     def values(self) -> tuple[float | None, ...]:
         return (self.decode_tps, self.prefill_tps, self.ttft_ms)
@@ -103,6 +120,7 @@ def check_run(record: RunRecord, *, stack: Stack, hardware: Hardware | None) -> 
             hardware=hardware,
             peers=peer_values(stack, hardware),
             catalog=current_catalog(),
+            payload=record.raw_payload,
         )
     return reasons
 
@@ -114,17 +132,18 @@ def plausibility(
     hardware: Hardware,
     peers: list[tuple[float | None, ...]],
     catalog: Catalog,
+    payload: object = None,
 ) -> list[str]:
     """The speed checks: the physical ceiling (no peers needed), then the peers. `peers` are
     (decode, prefill, TTFT) medians of approved runs of the same model, quantization and
-    engine on the same hardware class, newest first, at most PEER_LIMIT."""
-    return physics(claim, stack=stack, hardware=hardware, catalog=catalog) + against_peers(
-        claim, peers, hardware_label=hardware.label
-    )
+    engine on the same hardware class, newest first, at most PEER_LIMIT; `payload` is the
+    run's bundle (its model block and trials say more about it than its stack)."""
+    found = physics(claim, stack=stack, hardware=hardware, catalog=catalog, payload=payload)
+    return found + against_peers(claim, peers, hardware_label=hardware.label)
 
 
 def ceilings_for(
-    stack: Stack, hardware: Hardware, catalog: Catalog
+    stack: Stack, hardware: Hardware, catalog: Catalog, payload: object = None
 ) -> roofline.Ceilings | roofline.Unknown:
     return roofline.ceilings(
         catalog,
@@ -134,15 +153,11 @@ def ceilings_for(
         cpu_model=hardware.cpu_model,
         model_id=stack.model_id,
         params_b=stack.params_b or _declared(stack, "params_b"),
+        params_source="the size its name states" if stack.params_b else "as the row states it",
         quantization=stack.quantization,
         declared_active_b=_declared(stack, "active_params_b"),
+        facts=run_facts.facts_of(stack, payload),
     )
-
-
-def _moe_of_unknown_size(stack: Stack, found: roofline.Ceilings) -> bool:
-    """The run declares a mixture of experts, and neither its name nor its declaration says
-    how many parameters are active."""
-    return (stack.launch_settings or {}).get("moe") is True and not found.weights.is_moe
 
 
 def _declared(stack: Stack, name: str) -> float | None:
@@ -153,66 +168,32 @@ def _declared(stack: Stack, name: str) -> float | None:
     return float(value)
 
 
-def physics(claim: Claim, *, stack: Stack, hardware: Hardware, catalog: Catalog) -> list[str]:
+def physics(
+    claim: Claim, *, stack: Stack, hardware: Hardware, catalog: Catalog, payload: object = None
+) -> list[str]:
     """Flags for claims above the roofline, each with its arithmetic; "no ceiling known" when
     the machine or the model is not known (the run waits for a moderator, it is not refused)."""
-    checks = physics_checks(claim, stack=stack, hardware=hardware, catalog=catalog)
+    checks = physics_checks(claim, stack=stack, hardware=hardware, catalog=catalog, payload=payload)
     return [check.text for check in checks if check.flagged]
 
 
 def physics_checks(
-    claim: Claim, *, stack: Stack, hardware: Hardware, catalog: Catalog
+    claim: Claim, *, stack: Stack, hardware: Hardware, catalog: Catalog, payload: object = None
 ) -> list[Check]:
     """The roofline arithmetic for each claimed speed, whether or not it flags the run: what
     the moderation queue shows (a flagged line reads exactly as the flag `physics` raises)."""
-    if claim.decode_tps is None and claim.prefill_tps is None:
+    if claim.decode_tps is None and claim.prefill_tps is None and not claim.workload.cells:
         return []
-    found = ceilings_for(stack, hardware, catalog)
-    if isinstance(found, roofline.Ceilings) and _moe_of_unknown_size(stack, found):
-        # A dense ceiling would flag an honest MoE many times over: say what is missing.
-        return [
-            Check(
-                "MoE with its active parameters unknown: its speeds are not checked against "
-                "a ceiling (a dense model's would be far too low)",
-                flagged=False,
-                compared=False,
-            )
-        ]
+    found = ceilings_for(stack, hardware, catalog, payload)
     if isinstance(found, roofline.Unknown):
         advice = "; a moderator can add it from the queue" if found.hardware_name else ""
         return [Check(f"{NO_CEILING}: {found.reason}{advice}", flagged=True)]
-    margin, why = CEILING_MARGIN, ""
-    declared = _declared_speculation(stack)
-    if declared:
-        margin, why = SPECULATIVE_MARGIN, f", speculative decoding declared ({declared})"
+    allowance, why = speculation_allowance(run_facts.speculation_of(stack, payload))
     checks = []
     if claim.decode_tps is not None:
-        over = claim.decode_tps > margin * found.decode_tps
-        checks.append(
-            Check(
-                f"decode {_tps(claim.decode_tps)} tok/s {'>' if over else '≤'} ceiling "
-                f"{_tps(found.decode_tps)} tok/s = "
-                f"{roofline.figure(found.source.bandwidth_gbps)} GB/s ÷ {_gb(found.active_gb)} GB "
-                f"active weights ({_machine(found, 'bandwidth_gbps')}; {_weights(found)}; "
-                f"flagged above {margin:g}× the ceiling{why})",
-                flagged=over,
-            )
-        )
-    prefill = found.prefill_tps
-    if claim.prefill_tps is not None and prefill:
-        over = claim.prefill_tps > CEILING_MARGIN * prefill
-        peak, unit = found.peak
-        count = f"{found.source.count} × " if found.source.count > 1 else ""
-        checks.append(
-            Check(
-                f"prefill {_tps(claim.prefill_tps)} tok/s {'>' if over else '≤'} ceiling "
-                f"{_tps(prefill)} tok/s = {count}{roofline.figure(peak)} {unit} ÷ "
-                f"(2 × {found.weights.active_b:g}B active params) "
-                f"({_machine(found, 'fp16_tflops')}; flagged above {CEILING_MARGIN:g}× "
-                "the ceiling)",
-                flagged=over,
-            )
-        )
+        checks.append(_decode_check(claim.decode_tps, found, allowance, why))
+    if found.prefill_tps and claim.prefill_tps is not None:
+        checks.append(_prefill_check(claim.prefill_tps, found))
     elif claim.prefill_tps is not None:
         checks.append(
             Check(
@@ -222,18 +203,116 @@ def physics_checks(
                 compared=False,
             )
         )
+    prompt = claim.workload.prompt_tokens
+    # A first token of 1 ms or less is no measurement (LocalMaxxing writes 1 where a tool such
+    # as llama-bench measured none); the sanity bound already flags anything below 1 ms.
+    if claim.ttft_ms is not None and claim.ttft_ms > MIN_TTFT_MS and prompt:
+        checks += _ttft_check(claim.ttft_ms, prompt, found)
+    for cell in claim.workload.cells:
+        checks += _depth_checks(cell, found, allowance, why)
     return checks
 
 
-def _declared_speculation(stack: Stack) -> str:
-    """What the stack declares of speculative decoding: a draft model, or the kind an engine
-    or an imported row names (n-gram, MTP, a built-in head) in its launch settings."""
-    if stack.draft_model:
-        return f"draft {stack.draft_model}"
-    kind = (stack.launch_settings or {}).get("speculative")
-    if kind in (None, "", False, "no", "off", "none"):
-        return ""
-    return str(kind) if kind is not True else "yes"
+def speculation_allowance(spec: run_facts.Speculation | None) -> tuple[float, str]:
+    """(tokens per weight read, why): 1 without speculation; with it, 1 + draft length ×
+    acceptance where both are known, at most draft length + 1, else SPECULATIVE_MARGIN."""
+    if spec is None:
+        return 1.0, ""
+    n, accepted = spec.draft_n, spec.acceptance
+    if n and accepted is not None:
+        factor = 1 + n * accepted
+        how = f"1 + draft length {n} × {accepted:.0%} accepted = {factor:.3g} tokens per read"
+    elif n:
+        factor = n + 1.0
+        how = f"draft length {n} + 1 = {factor:g} tokens per read at most"
+    else:
+        factor = SPECULATIVE_MARGIN
+        how = f"draft length not stated: {factor:g} tokens per read"
+    return factor, f"speculative decoding declared ({spec.kind}; {how})"
+
+
+def _decode_check(
+    claimed: float, found: roofline.Ceilings, allowance: float, why: str, depth: int = 0
+) -> Check:
+    ceiling = found.decode_at_depth(depth)
+    limit = CEILING_MARGIN * allowance * ceiling
+    over = claimed > limit
+    kv = ""
+    if depth:
+        kv = (
+            f" + KV cache at depth {depth:,} ({_gb(depth * (found.kv_bytes_per_token or 0) / 1e9)}"
+            " GB)"
+            if found.kv_bytes_per_token
+            else f" (KV cache at depth {depth:,} not counted: the model's shape is not known)"
+        )
+    where = f"depth {depth:,}: " if depth else ""
+    text = (
+        f"{where}decode {_tps(claimed)} tok/s {'>' if over else '≤'} ceiling {_tps(ceiling)} "
+        f"tok/s = {roofline.figure(found.source.bandwidth_gbps)} GB/s ÷ {_gb(found.active_gb)} GB "
+        f"active weights{kv} ({_machine(found, 'bandwidth_gbps')}; {_weights(found)}; flagged "
+        f"above {CEILING_MARGIN:g}× the ceiling"
+        + (f" × {allowance:.3g}, {why}" if why else "")
+        + ")"
+    )
+    if over and found.source.count > 1 and found.source.split == roofline.UNKNOWN_SPLIT:
+        text = f"{SPLIT_UNKNOWN}: {text}; the ceiling counts one card of {found.source.count}"
+    if over and not why:
+        text += f": {DECLARE}"
+    return Check(text, flagged=over)
+
+
+def _prefill_check(claimed: float, found: roofline.Ceilings, depth: int = 0) -> Check:
+    prefill = found.prefill_tps or 0.0
+    over = claimed > CEILING_MARGIN * prefill
+    peak, unit = found.peak  # type: ignore[misc]
+    accelerator = found.source.accelerator
+    count = found.source.count if accelerator.kind == "gpu" else 1
+    times = f"{count} × " if count > 1 else ""
+    if accelerator.simd:
+        times = f"{accelerator.cores} cores × {accelerator.boost_ghz:g} GHz × {accelerator.simd} = "
+    where = f"depth {depth:,}: " if depth else ""
+    return Check(
+        f"{where}prefill {_tps(claimed)} tok/s {'>' if over else '≤'} ceiling {_tps(prefill)} "
+        f"tok/s = {times}{roofline.figure(peak)} {unit} ÷ (2 × {found.weights.active_b:g}B active "
+        f"params) ({_machine(found, 'fp16_tflops')}; flagged above {CEILING_MARGIN:g}× the "
+        "ceiling)",
+        flagged=over,
+    )
+
+
+def _ttft_check(ttft_ms: float, prompt: int, found: roofline.Ceilings, depth: int = 0) -> list:
+    floor = found.ttft_floor_ms(prompt)
+    if floor is None:
+        return []
+    under = ttft_ms < floor / CEILING_MARGIN
+    where = f"depth {depth:,}: " if depth else ""
+    return [
+        Check(
+            f"{where}time to first token {ttft_ms:,.1f} ms {'<' if under else '≥'} floor "
+            f"{floor:,.1f} ms = {prompt:,} prompt tokens ÷ prefill ceiling "
+            f"{_tps(found.prefill_tps or 0)} tok/s (flagged below the floor ÷ {CEILING_MARGIN:g})",
+            flagged=under,
+        )
+    ]
+
+
+def _depth_checks(
+    cell: run_facts.DepthCell, found: roofline.Ceilings, allowance: float, why: str
+) -> list[Check]:
+    """A depth-sweep cell against the ceilings at its depth."""
+    checks = []
+    if cell.decode_tps is not None:
+        checks.append(_decode_check(cell.decode_tps, found, allowance, why, depth=cell.depth))
+    if cell.prefill_tps is not None and found.prefill_tps:
+        checks.append(_prefill_check(cell.prefill_tps, found, depth=cell.depth))
+    if cell.ttft_ms is not None and cell.ttft_ms > MIN_TTFT_MS and cell.prompt_tokens:
+        checks += _ttft_check(cell.ttft_ms, cell.prompt_tokens, found, depth=cell.depth)
+    return checks
+
+
+def _moe_of_unknown_size(stack: Stack, found: roofline.Ceilings) -> bool:
+    """The run is an MoE whose active parameters nobody states (its ceiling is the floor's)."""
+    return not found.weights.active_known
 
 
 def within_ceiling_note(claim: Claim, found: roofline.Ceilings) -> str:
@@ -313,14 +392,29 @@ def peer_checks(
             continue
         z = (value - median) / scale
         ratio = value / median if median else float("inf")
-        checks.append(
-            Check(
-                f"{label} {value:,.1f} {unit} is {ratio:.1f}× the median of {len(values)} "
-                f"approved peers on {hardware_label} ({median:,.1f} {unit}; robust z = {z:+.1f})",
-                flagged=abs(z) > ROBUST_Z_LIMIT,
-            )
+        text = (
+            f"{label} {value:,.1f} {unit} is {ratio:.1f}× the median of {len(values)} "
+            f"approved peers on {hardware_label} ({median:,.1f} {unit}; robust z = {z:+.1f})"
         )
+        # Faster than the peers is what a fake looks like; slower is a throttled card or
+        # weights spilled to system memory, which is honest and only worth a note.
+        faster = z > ROBUST_Z_LIMIT if unit != "ms" else z < -ROBUST_Z_LIMIT
+        slower = z < -ROBUST_Z_LIMIT if unit != "ms" else z > ROBUST_Z_LIMIT
+        if slower:
+            beaten = (
+                sum(v < value for v in values) if unit == "ms" else sum(v > value for v in values)
+            )
+            text = f"{SLOWER} {beaten} of {len(values)} peers: throttling or offload? ({text})"
+        checks.append(Check(text, flagged=faster))
     return checks
+
+
+def slower_than_peers(
+    claim: Claim, peers: list[tuple[float | None, ...]], *, hardware_label: str
+) -> list[str]:
+    """The notes (never flags) for speeds far below the peers', for moderators and the run page."""
+    checks = peer_checks(claim, peers, hardware_label=hardware_label)
+    return [check.text for check in checks if check.text.startswith(SLOWER)]
 
 
 def hardware_class(hardware: Hardware) -> str:
@@ -377,9 +471,13 @@ def _consistency(record: RunRecord) -> list[str]:
     """Recompute what the payload's own suites and tasks imply and compare."""
     reasons = []
     q, s, r = record.quality_score, record.speed_score, record.reliability_score
-    if record.outcome != "complete" or None in (q, s, r, record.overall_score):
+    if record.outcome != "complete" or None in (q, r, record.overall_score):
         return reasons
     has_speed = any(suite.suite == "speed" for suite in record.suites)
+    # A run without the speed suite has no speed score (None), and its formula needs none.
+    if s is None and (has_speed or record.score_scale != ScoreScale.V3):
+        return reasons
+    s = s or 0.0
     if record.score_scale == ScoreScale.V3:
         expected = 0.70 * q + 0.25 * s + 0.05 * r if has_speed else 0.90 * q + 0.10 * r
     else:

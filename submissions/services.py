@@ -98,14 +98,17 @@ def submit_run(
     uploader_key: str = "",
     is_verified: bool = False,
     upgraded: tuple[dict, str, str] | None = None,
+    record: RunRecord | None = None,
+    concerns: list[str] | None = None,
 ) -> UploadOutcome:
     """Store an upload once: repeats and identical content return the existing submission.
 
-    `upgraded` is what `upgrade(payload)` returned, when the caller has it already. Raises
-    FormatError/UnsupportedVersion for bad payloads and SubmissionConflict when another
-    account already owns the run.
+    `upgraded` is what `upgrade(payload)` returned, or `record` the payload parsed, when the
+    caller has it already. `concerns` are what the caller found wrong with the run: they flag
+    it for the moderators. Raises FormatError/UnsupportedVersion for bad payloads and
+    SubmissionConflict when another account already owns the run.
     """
-    record = parse_run_payload(payload, upgraded=upgraded)
+    record = record or parse_run_payload(payload, upgraded=upgraded)
     record.raw_payload = scrub_payload(payload)
     return submit_record(
         record,
@@ -115,6 +118,7 @@ def submit_run(
         api_key=api_key,
         uploader_key=uploader_key,
         is_verified=is_verified,
+        concerns=concerns,
     )
 
 
@@ -127,6 +131,7 @@ def submit_record(
     api_key: ApiKey | None = None,
     uploader_key: str = "",
     is_verified: bool = False,
+    concerns: list[str] | None = None,
 ) -> UploadOutcome:
     """submit_run for a record parsed already (a file another tool wrote: submissions.external);
     `digest` is the hash of what was sent, ids aside, which finds the submitter's repeats."""
@@ -148,6 +153,7 @@ def submit_record(
                 digest=digest,
                 run_key=run_key,
                 is_verified=is_verified,
+                concerns=concerns or [],
             )
     except IntegrityError as exc:
         # Only a unique constraint can be a race: a concurrent identical upload won it, and the
@@ -206,7 +212,10 @@ def _existing(
             raise SubmissionConflict(
                 f"client run id {record.client_run_id!r} was already used for a different run."
             )
-        return UploadOutcome(submission=Submission.objects.get(pk=pk), created=False)
+        # A repeat under the same key stores nothing new: a duplicate, as the answer says.
+        return UploadOutcome(
+            submission=Submission.objects.get(pk=pk), created=False, duplicate=True
+        )
     if SAME_CONTENT in found:
         pk = found[SAME_CONTENT][0]
     elif SAME_RUN in found:
@@ -228,13 +237,12 @@ def _create(
     digest: str,
     run_key: str,
     is_verified: bool,
+    concerns: list[str],
 ) -> Submission:
     stack, hardware = run_identity(record)
-    reasons = (
-        []
-        if channel == Channel.LAB_JOB
-        else integrity.check_run(record, stack=stack, hardware=hardware)
-    )
+    # One check on every path, lab results included: a lab host reports its own card and
+    # speeds, and a misreported card or a cached prompt is as wrong there as in an upload.
+    reasons = list(concerns) + integrity.check_run(record, stack=stack, hardware=hardware)
     status = _initial_status(channel, submitter, reasons)
     (submission,) = intake.store_runs(
         [
@@ -274,7 +282,7 @@ def _create(
 
 
 def _initial_status(channel: str, submitter: User | None, reasons: list[str]) -> str:
-    if channel == Channel.LAB_JOB:
+    if channel == Channel.LAB_JOB and not reasons:
         return Status.APPROVED
     if reasons:
         return Status.FLAGGED
@@ -396,7 +404,7 @@ def report_run(*, run: Run, reporter: User, reason: str) -> RunReport:
             .distinct()
             .count()
         )
-        if _has_standing(reporter):
+        if has_standing(reporter):
             why = f"reported by {reporter.get_username()}: {reason[:500]}"
         elif reporters >= settings.BENCHLOOP_REPORTS_TO_HIDE_RUN:
             why = f"reported by {reporters} users; latest: {reason[:500]}"
@@ -408,7 +416,7 @@ def report_run(*, run: Run, reporter: User, reason: str) -> RunReport:
     return report
 
 
-def _has_standing(user: User) -> bool:
+def has_standing(user: User) -> bool:
     """Moderators and trusted submitters: their reports act at once."""
     return is_moderator(user) or _is_trusted(user)
 
@@ -512,22 +520,30 @@ def start_device_authorization(*, client_name: str = "") -> tuple[DeviceAuthoriz
 
 def approve_device_authorization(*, user_code: str, user: User) -> DeviceAuthorization | None:
     """Approve a pending, unexpired code for this user; None when there is no such code."""
+    return decide_device_authorization(user_code=user_code, user=user, approve=True)
+
+
+def decide_device_authorization(
+    *, user_code: str, user: User, approve: bool
+) -> DeviceAuthorization | None:
+    """Approve or deny a pending, unexpired code; None when there is no such code. A denied
+    login's next poll answers access_denied (RFC 8628 section 3.5) and it never gets a key."""
     code = user_code.strip().upper().replace(" ", "")
     if len(code) == 8:
         code = f"{code[:4]}-{code[4:]}"
+    states = DeviceAuthorization.State
     updated = DeviceAuthorization.objects.filter(
-        user_code=code,
-        state=DeviceAuthorization.State.PENDING,
-        expires_at__gt=timezone.now(),
-    ).update(state=DeviceAuthorization.State.APPROVED, user=user)
+        user_code=code, state=states.PENDING, expires_at__gt=timezone.now()
+    ).update(state=states.APPROVED if approve else states.DENIED, user=user)
     return DeviceAuthorization.objects.filter(user_code=code).first() if updated else None
 
 
 class DeviceTokenError(Exception):
-    def __init__(self, code: str, status: int, message: str, retry_after: int = 0) -> None:
+    """An RFC 8628 (section 3.5) error code for a poll, with why in words."""
+
+    def __init__(self, code: str, message: str, retry_after: int = 0) -> None:
         super().__init__(message)
         self.code = code
-        self.status = status
         self.retry_after = retry_after
 
 
@@ -544,24 +560,24 @@ def poll_device_token(*, device_code: str) -> str:
             DeviceAuthorization.objects.select_for_update().filter(device_code_hash=digest).first()
         )
         if auth is None:
-            error = DeviceTokenError("invalid_grant", 400, "Unknown device code.")
+            error = DeviceTokenError("invalid_grant", "Unknown device code.")
         elif auth.state == DeviceAuthorization.State.CONSUMED:
-            error = DeviceTokenError("invalid_grant", 400, "This device code was already used.")
+            error = DeviceTokenError("invalid_grant", "This device code was already used.")
         elif auth.expires_at <= now:
-            error = DeviceTokenError("expired_token", 400, "This device code has expired.")
+            error = DeviceTokenError("expired_token", "This device code has expired.")
         elif auth.state == DeviceAuthorization.State.DENIED:
-            error = DeviceTokenError("access_denied", 400, "The request was denied.")
+            error = DeviceTokenError("access_denied", "The request was denied.")
         elif auth.last_polled_at and now - auth.last_polled_at < timedelta(seconds=auth.interval):
             auth.interval = min(auth.interval + 5, 60)
             auth.last_polled_at = now
             auth.save(update_fields=["last_polled_at", "interval"])
             error = DeviceTokenError(
-                "slow_down", 429, f"Poll at most every {auth.interval} s.", auth.interval
+                "slow_down", f"Poll at most every {auth.interval} s.", auth.interval
             )
         elif auth.state == DeviceAuthorization.State.PENDING:
             auth.last_polled_at = now
             auth.save(update_fields=["last_polled_at"])
-            error = DeviceTokenError("authorization_pending", 428, "Waiting for approval.")
+            error = DeviceTokenError("authorization_pending", "Waiting for approval.")
         else:
             api_key, plaintext = create_api_key(
                 user=auth.user, name=f"benchloop login {auth.user_code}", scopes=["submit", "read"]

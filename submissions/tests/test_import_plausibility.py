@@ -53,8 +53,8 @@ def _import(tmp_path: Path, *rows: dict) -> dict[str, Submission]:
 
 
 # A real row: NVIDIA-Nemotron-3-Nano-4B at Q4_K_M under llama.cpp on one RTX 3090, 149 tok/s.
-# Its ceiling: 936 GB/s ÷ (4B × 4.5 bits ÷ 8 = 2.25 GB) = 416 tok/s, flagged above 1.25× (520)
-# without declared speculation and above 3× (1,248) with it.
+# Its ceiling: 936 GB/s ÷ (4B × 4.85 bits ÷ 8 = 2.43 GB) = 386 tok/s, flagged above 1.15× (444)
+# without declared speculation and above 1.15 × 3 × (1,331) with it (no draft length stated).
 HONEST_ID = "cmrsumd5h0728lg01ki3cgp47"
 
 
@@ -87,7 +87,7 @@ def test_declared_speculation_gets_its_allowance_and_undeclared_does_not(
     declared, undeclared = copy.deepcopy(honest), copy.deepcopy(honest)
     for row, name in ((declared, "declared"), (undeclared, "undeclared")):
         row["id"] = name
-        row["tokSOut"] = 700.0  # above 1.25× the plain ceiling, within 3×
+        row["tokSOut"] = 700.0  # above 1.15× the plain ceiling, within 1.15 × 3×
         row["createdAt"] = f"2026-08-0{2 if name == 'declared' else 3}T00:00:00.000Z"
     declared["engineFlags"] = {**(declared.get("engineFlags") or {}), "specDecoding": True}
 
@@ -95,7 +95,10 @@ def test_declared_speculation_gets_its_allowance_and_undeclared_does_not(
 
     assert found["declared"].status == Status.APPROVED
     assert found["undeclared"].status == Status.FLAGGED
-    assert any("flagged above 1.25×" in r for r in found["undeclared"].flag_reasons)
+    assert any(
+        "flagged above 1.15×" in r and r.endswith("declare speculation if you used it")
+        for r in found["undeclared"].flag_reasons
+    )
 
 
 def test_an_moe_of_unstated_active_size_is_not_held_to_a_dense_ceiling(tmp_path: Path) -> None:

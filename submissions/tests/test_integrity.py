@@ -66,9 +66,18 @@ def test_a_trusted_submitters_outlier_is_still_flagged(
     approved_peers, alice, alice_key, smoke_run
 ) -> None:
     SubmitterProfile.objects.create(user=alice, is_trusted=True)
-    body = post_json(Client(), "/api/v1/runs", _variant(smoke_run, 8, 5.0), alice_key).json()
+    body = post_json(Client(), "/api/v1/runs", _variant(smoke_run, 8, 300.0), alice_key).json()
     assert body["status"] == "flagged"
-    assert any("0.1× the median" in reason for reason in body["flag_reasons"])
+    assert any("5.0× the median" in reason for reason in body["flag_reasons"])
+
+
+def test_a_run_slower_than_its_peers_is_not_flagged(
+    approved_peers, alice, alice_key, smoke_run
+) -> None:
+    # A throttled card or weights spilled to system memory: slow is not fraud.
+    SubmitterProfile.objects.create(user=alice, is_trusted=True)
+    body = post_json(Client(), "/api/v1/runs", _variant(smoke_run, 9, 5.0), alice_key).json()
+    assert (body["status"], body["flag_reasons"]) == ("approved", [])
 
 
 def test_scores_that_do_not_follow_from_the_suites_are_flagged(alice_key, smoke_run) -> None:
@@ -123,3 +132,12 @@ def test_a_failed_sweep_cell_does_not_count_against_reliability(alice_key, smoke
     }
     body = post_json(Client(), "/api/v1/runs", data, alice_key).json()
     assert not any("reliability" in reason for reason in body["flag_reasons"]), body
+
+
+def test_moderators_see_a_slow_run_annotated(
+    approved_peers, alice_key, smoke_run, bob_client
+) -> None:
+    body = post_json(Client(), "/api/v1/runs", _variant(smoke_run, 9, 5.0), alice_key).json()
+    assert (body["status"], body["flag_reasons"]) == ("pending", [])
+    queue = bob_client.get("/moderation/").content.decode()
+    assert "slower than 5 of 5 peers: throttling or offload?" in queue

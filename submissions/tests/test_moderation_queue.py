@@ -142,7 +142,7 @@ def test_reporting_needs_sign_in_and_a_public_run(pending_run, mallory) -> None:
 
 # --- issue 18: what a moderator needs to decide, on the queue itself -------------------------
 
-ISSUE_EXAMPLE = "decode 900 tok/s &gt; ceiling 224 tok/s = 1,008 GB/s ÷ 4.5 GB active weights"
+ISSUE_EXAMPLE = "decode 900 tok/s &gt; ceiling 207 tok/s = 1,008 GB/s ÷ 4.87 GB active weights"
 
 
 def _speed_run(base: dict, decode: float, *, index: int, ttft: float = 37.0) -> dict:
@@ -253,8 +253,8 @@ def test_the_evidence_column_shows_evidence_not_the_status(
 
     evidence = _section(_card(html, plausible["id"]), "evidence")
     assert (
-        '<span class="mark">ok:</span> decode 145 tok/s ≤ ceiling 224 tok/s = 1,008 GB/s ÷ '
-        "4.5 GB active weights"
+        '<span class="mark">ok:</span> decode 145 tok/s ≤ ceiling 207 tok/s = 1,008 GB/s ÷ '
+        "4.87 GB active weights"
     ) in evidence
     assert "decode speed 145.0 tok/s is 1.0× the median of 3 approved peers" in evidence
     assert "flags:" not in evidence

@@ -204,6 +204,12 @@ def _server_dict(response: ChatResponse) -> dict[str, Any] | None:
         "cache_n": server.cache_n,
         "prompt_per_second": _r(server.prompt_per_second),
         "predicted_per_second": _r(server.predicted_per_second),
+        # Speculative decoding as the server counted it (site: submissions.run_facts).
+        **(
+            {"draft_n": server.draft_n, "draft_n_accepted": server.draft_n_accepted}
+            if server.draft_n is not None
+            else {}
+        ),
     }
 
 

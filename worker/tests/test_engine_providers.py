@@ -251,3 +251,21 @@ def test_ollama_s_cached_prompt_tokens_are_not_counted_as_evaluated():
     timings = ollama_timings(final)
     assert (timings.prompt_n, timings.cache_n) == (120, 4000)
     assert timings.prompt_per_second == pytest.approx(300.0)
+
+
+def test_llama_cpp_speculation_counters_reach_the_trial_record():
+    """llama-server's timings carry draft_n and draft_n_accepted when it speculates: the
+    trial keeps them, so the site can bound the run by its own acceptance."""
+    from worker.engine.metrics import request_metrics
+    from worker.engine.providers.base import ChatResponse, StreamTiming
+    from worker.engine.providers.openai_compat import _timings
+
+    def trial(timings: dict) -> dict:
+        clock = StreamTiming(first_token_ms=50.0, first_content_ms=50.0, last_token_ms=450.0)
+        response = ChatResponse(server=_timings(timings), timing=clock, streamed=True)
+        return request_metrics(response)["server"]
+
+    plain = {"prompt_n": 20, "prompt_ms": 10.0, "predicted_n": 64, "predicted_ms": 400.0}
+    server = trial({**plain, "draft_n": 48, "draft_n_accepted": 30})
+    assert (server["draft_n"], server["draft_n_accepted"]) == (48, 30)
+    assert "draft_n" not in trial(plain)

@@ -33,6 +33,9 @@ class ChatRequest:
     ignore_eos: bool = False
     seed: int | None = None
     extra: dict = field(default_factory=dict)
+    # End a streamed answer that falls into a loop (worker.engine.loops): quality tasks only;
+    # speed's fixed-length outputs may repeat by design.
+    stop_loops: bool = False
 
 
 @dataclass
@@ -57,6 +60,10 @@ class ServerTimings:
     predicted_per_second: float | None = None
     # Time the server spent loading the model for this request (Ollama's load_duration).
     load_ms: float | None = None
+    # Speculative decoding, where llama.cpp ran it: tokens drafted and how many the model
+    # accepted (its timings' draft_n and draft_n_accepted; absent without speculation).
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
 
 
 @dataclass
@@ -126,6 +133,8 @@ class ChatResponse:
     # The last output was reasoning (no answer after it, or an unclosed <think>): a "length"
     # finish then cut the thinking, not the answer.
     ended_in_reasoning: bool = False
+    # The loop that ended the stream early (finish_reason "loop"): span, repeats, chunk.
+    loop: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..errors import ProtocolError, RequestTimeout, StreamInterrupted
+from ..loops import FINISH_REASON as LOOP_FINISH
+from ..loops import LoopWatch
 from ..transport import Transport, map_transport_error, raise_for_status
 from .base import (
     ChatRequest,
@@ -107,7 +109,7 @@ class OpenAIProvider:
     ) -> ChatResponse:
         """Streamed request with a clock reading for every SSE event that carries output."""
         body = self._body(request, stream=True)
-        stream = _Stream(on_chunk)
+        stream = _Stream(on_chunk, watch=LoopWatch() if request.stop_loops else None)
         saw_done = False
         with self.transport.stream(
             "POST", "/v1/chat/completions", json=body, model=self.model, warm_path=WARM_PATH
@@ -129,7 +131,8 @@ class OpenAIProvider:
                         raise ProtocolError(f"unparseable SSE event: {payload[:80]!r}") from exc
                     if isinstance(event.get("error"), dict | str):
                         _raise_stream_error(event["error"], self.model)
-                    stream.take(event, now)
+                    if stream.take(event, now):
+                        break  # a loop: closing the stream makes the server stop generating
             except httpx.TimeoutException as exc:
                 raise RequestTimeout(
                     f"no data from the endpoint for {self.transport.timeout.read:.0f} s "
@@ -154,6 +157,7 @@ class _Stream:
     the clock reading of every event that carried output."""
 
     on_chunk: ChunkCallback | None
+    watch: LoopWatch | None = None
     t_sent: float = 0.0
     result: ChatResponse = field(default_factory=lambda: ChatResponse(streamed=True))
     timing: StreamTiming = field(default_factory=StreamTiming)
@@ -163,11 +167,12 @@ class _Stream:
     timings: dict | None = None
     token_chunks: int = 0
 
-    def take(self, event: dict, now: float) -> None:
+    def take(self, event: dict, now: float) -> bool:
+        """Fold in one SSE event; True when the answer fell into a loop and should end."""
         self.usage = event.get("usage") or self.usage
         self.timings = event.get("timings") or self.timings
         self.result.model = event.get("model") or self.result.model
-        produced = content_now = False
+        produced = content_now = looped = False
         for choice in event.get("choices") or []:
             delta = choice.get("delta") or {}
             calls = delta.get("tool_calls") or []
@@ -181,8 +186,16 @@ class _Stream:
             produced, content_now = produced or output, content_now or answer
             if choice.get("finish_reason"):
                 self.result.finish_reason = choice["finish_reason"]
+            if output and self.watch is not None:
+                text = (delta.get("reasoning_content") or delta.get("reasoning") or "") + (
+                    delta.get("content") or ""
+                )
+                looped = self.watch.feed(text) or looped
         if produced:
             self._produced(now, content_now)
+        if looped:
+            self.result.finish_reason = LOOP_FINISH
+        return looped
 
     def _produced(self, now: float, content_now: bool) -> None:
         self.token_chunks = self.timing.mark_output(now, self.t_sent, content=content_now)
@@ -195,6 +208,12 @@ class _Stream:
         result.ended_in_reasoning = self.split.ended_in_reasoning
         result.tool_calls = [_finish_tool_call(i, c) for i, c in sorted(self.calls.items())]
         _apply_usage(result, self.usage)
+        if self.watch is not None and self.watch.loop is not None:
+            result.loop = self.watch.record()
+            if result.completion_tokens is None:
+                # The stream ended before the usage event: llama.cpp sends about one token per
+                # output event, so the events received are the tokens generated.
+                result.completion_tokens = self.token_chunks
         result.server = _timings(self.timings)
         result.timing = self.timing
         result.wall_ms = self.timing.done_ms
@@ -254,4 +273,6 @@ def _timings(raw: dict | None) -> ServerTimings | None:
         cache_n=raw.get("cache_n"),
         prompt_per_second=raw.get("prompt_per_second"),
         predicted_per_second=raw.get("predicted_per_second"),
+        draft_n=raw.get("draft_n"),
+        draft_n_accepted=raw.get("draft_n_accepted"),
     )

@@ -15,6 +15,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import AllowAny
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -248,10 +249,12 @@ class HardwareClassSerializer(serializers.ModelSerializer):
 
 
 class FigureSerializer(serializers.Serializer):
-    value = serializers.FloatField(help_text="the median, or the best run's value below n = 3")
-    median = serializers.BooleanField(help_text="false: fewer than three runs (n too small)")
+    value = serializers.FloatField(help_text="the median of the row's runs")
+    n = serializers.IntegerField(help_text="the runs the median is taken over")
     ci95 = serializers.ListField(
-        child=serializers.FloatField(), allow_null=True, help_text="95% interval of the median"
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text="95% interval of the median; null below three runs",
     )
 
 
@@ -267,10 +270,21 @@ class LaneRowSerializer(serializers.Serializer):
     runs = serializers.IntegerField()
     submitters = serializers.IntegerField()
     attempts = serializers.IntegerField(help_text="uploads the best run was picked from")
-    n_too_small = serializers.BooleanField()
+    few_runs = serializers.BooleanField(
+        help_text="one or two runs: a median with no interval, ranked after the other rows"
+    )
     quality = FigureSerializer(allow_null=True)
+    overall = FigureSerializer(
+        allow_null=True,
+        required=False,
+        help_text="the median overall score, what the row ranks by; absent on the "
+        "all-hardware view",
+    )
     overall_best_run = serializers.FloatField(
-        allow_null=True, required=False, help_text="absent on the all-hardware view"
+        allow_null=True,
+        required=False,
+        help_text="the best run's overall score (evidence, not the rank); absent on the "
+        "all-hardware view",
     )
     decode_tps = FigureSerializer(allow_null=True, required=False)
     prefill_tps = FigureSerializer(allow_null=True, required=False)
@@ -281,8 +295,8 @@ class LaneRowSerializer(serializers.Serializer):
 def _figure(figure) -> dict | None:
     if figure is None:
         return None
-    interval = [figure.low, figure.high] if figure.median else None
-    return {"value": figure.value, "median": figure.median, "ci95": interval}
+    interval = [figure.low, figure.high] if figure.has_interval else None
+    return {"value": figure.value, "n": figure.n, "ci95": interval}
 
 
 def _lane_row(row, *, pooled: bool) -> dict:
@@ -309,13 +323,14 @@ def _lane_row(row, *, pooled: bool) -> dict:
         "runs": row.runs,
         "submitters": row.submitters,
         "attempts": row.best_of,
-        "n_too_small": row.n_too_small,
+        "few_runs": row.few_runs,
         "quality": _figure(row.quality),
         "best_run": best,
     }
     if not pooled:
-        out["overall_best_run"] = row.overall
         out.update(
+            overall=_figure(row.overall),
+            overall_best_run=row.best_overall,
             decode_tps=_figure(row.decode),
             prefill_tps=_figure(row.prefill),
             ttft_ms=_figure(row.ttft),
@@ -328,7 +343,7 @@ class LeaderboardView(APIView):
     same hardware choice, filters and sorts as the site. Without hw, vram or fits it ranks on
     the hardware class with the most runs, and says which in `view`."""
 
-    permission_classes: list = []
+    permission_classes = [AllowAny]
     throttle_classes = READ_THROTTLES
 
     @extend_schema(
@@ -398,7 +413,7 @@ class HardwareClassListView(APIView):
     """GET /api/v1/hardware-classes: every hardware class with published runs (the values of
     the leaderboard's hw parameter), most runs first within each kind."""
 
-    permission_classes: list = []
+    permission_classes = [AllowAny]
     throttle_classes = READ_THROTTLES
 
     @extend_schema(
@@ -431,7 +446,7 @@ class StackDetailView(APIView):
     """GET /api/v1/stacks/{id}: a stack, all its approved runs, its lanes (speed per hardware
     class, never pooled across classes) and its quality pooled across all hardware."""
 
-    permission_classes: list = []
+    permission_classes = [AllowAny]
     throttle_classes = READ_THROTTLES
 
     @extend_schema(
@@ -464,7 +479,8 @@ def _interval(value) -> dict:
 
 
 def _lanes(stack: Stack) -> dict:
-    """The stack page's lanes: medians with 95% intervals (null below three runs)."""
+    """The stack page's lanes: medians (from one run) with 95% intervals (null below three
+    runs), runs.figures.Interval."""
 
     rows = summaries.run_rows(Run.objects.published().filter(stack=stack))
     proof = summaries.evidence(rows, summaries.attempts_of([stack.id]))
@@ -505,7 +521,7 @@ class RunDetailView(APIView):
     def get_permissions(self):
         if self.request.method == "DELETE":
             return [scope_required("submit")()]
-        return []
+        return [AllowAny()]
 
     @extend_schema(responses=RunDetailSerializer)
     def get(self, request: Request, pk: int) -> Response:
@@ -539,7 +555,7 @@ class RunDetailView(APIView):
 class HardwareListView(APIView):
     """GET /api/v1/hardware: every machine class with approved runs, most runs first."""
 
-    permission_classes: list = []
+    permission_classes = [AllowAny]
     throttle_classes = READ_THROTTLES
 
     @extend_schema(

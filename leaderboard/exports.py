@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from leaderboard.rows import Row
+from runs.figures import runs_text
 from runs.models import Run, ScoreScale
 
 MIXED_WARNING = (
@@ -46,7 +47,7 @@ def _figure(row: Row, name: str, part: str):
         return None
     if part == "value":
         return figure.value
-    return getattr(figure, part) if figure.median else None
+    return getattr(figure, part)
 
 
 def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
@@ -73,10 +74,14 @@ def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
         ("score_scale", lambda r: view["score_scale"]),
         ("benchmark_version", lambda r: view["benchmark_version"]),
     ]
-    figures = ["quality"] if view["quality"] else []
+    figures = []
+    if view["speed"] and view["quality"]:
+        figures.append("overall")
+        # Evidence, not the rank: the best run's own overall score.
+        columns.append(("overall_best_run", lambda r: r.best_overall))
+    if view["quality"]:
+        figures.append("quality")
     if view["speed"]:
-        if view["quality"]:
-            columns.append(("overall_best_run", lambda r: r.overall))
         figures += ["decode_tps", "prefill_tps", "ttft_ms"]
     lane_name = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft"}
     for name in figures:
@@ -88,7 +93,8 @@ def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
         ]
     columns += [
         ("n_runs", lambda r: r.runs),
-        ("n_too_small", lambda r: r.n_too_small),
+        # One or two runs: a median with no interval, ranked after the rows of three or more.
+        ("few_runs", lambda r: r.few_runs),
         ("submitters", lambda r: r.submitters),
         ("attempts", lambda r: r.best_of),
         ("verified_best_run", lambda r: bool(r.best_run and r.best_run.is_verified)),
@@ -172,7 +178,7 @@ MARKDOWN_COLUMNS = [
     ("engine", "Engine"),
     ("method", "Measured by"),
     ("hardware", "Hardware"),
-    ("overall_best_run", "Overall (best run)"),
+    ("overall", "Overall"),
     ("quality", "Quality"),
     ("decode_tps", "Decode tok/s"),
     ("ttft_ms", "TTFT ms"),
@@ -195,8 +201,8 @@ def _with_interval(row: dict, key: str) -> str:
     low, high = row.get(f"{key}_ci95_low"), row.get(f"{key}_ci95_high")
     if low is not None and high is not None:
         return f"{text} ({markdown_text(low)}–{markdown_text(high)})"
-    if f"{key}_ci95_low" in row and row.get("n_too_small"):
-        return f"{text} (n too small)"
+    if f"{key}_ci95_low" in row and row.get(key) is not None and row.get("few_runs"):
+        return f"{text} ({runs_text(row['n_runs'])})"
     return text
 
 
@@ -207,7 +213,8 @@ def to_markdown(rows: list[dict], *, title: str, view: dict) -> str:
     lines += [
         f"Score scale {markdown_text(view['score_scale'])}, benchmark version "
         f"{markdown_text(view['benchmark_version'])}. Figures are medians with their 95% "
-        "interval in brackets; below three runs, the best run's value (n too small).",
+        "interval in brackets; a row of one or two runs shows its median with its run count "
+        "and ranks after the rows of three or more.",
         "",
     ]
     keys = {key for row in rows for key in row} if rows else set()

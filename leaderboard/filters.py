@@ -33,8 +33,7 @@ VRAM_CHOICES = [(label, f"≤ {label} GB") for _, label in normalize.VRAM_BUCKET
 ]
 VRAM_CHOICES.append((normalize.VRAM_BUCKET_TOP, f"{normalize.VRAM_BUCKET_TOP} GB"))
 FITS_CHOICES = [(str(gb), f"{gb} GB") for gb in (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)]
-PARAM_CHOICES = [(label, label.replace("<=", "≤ ")) for _, label in normalize.PARAM_BUCKETS]
-PARAM_CHOICES.append((normalize.PARAM_BUCKET_TOP, normalize.PARAM_BUCKET_TOP))
+PARAM_CHOICES = list(normalize.PARAM_LABELS.items())
 VENDOR_CHOICES = [("nvidia", "NVIDIA"), ("amd", "AMD"), ("apple", "Apple"), ("intel", "Intel")]
 PROFILE_CHOICES = [("smoke", "smoke"), ("core", "core"), ("full", "full"), ("custom", "custom")]
 LOCATION_CHOICES = [("local", "Local only"), ("remote", "Remote only")]
@@ -57,6 +56,14 @@ SORTS = {
     "hardware": ("Hardware", False, "hardware"),
     "date": ("Date", True, "date"),
 }
+
+
+def ranks_by_figure(key: str) -> bool:
+    """Whether a sort key ranks rows by a figure: then the rows of three runs or more come
+    first and those of one or two after them (runs.figures.settled)."""
+    return SORTS[key][2] in ("score", "quality", "speed")
+
+
 MAX_TEXT = 100
 PAGE_SIZE = 50
 _SLUG = re.compile(r"[a-z0-9][a-z0-9.-]{0,119}")
@@ -211,6 +218,10 @@ class BoardFilters:
     @property
     def sort_key(self) -> str:
         return self.sort if self.sort and self.sort_allowed(self.sort) else self.default_sort
+
+    @property
+    def ranks_by_figure(self) -> bool:
+        return ranks_by_figure(self.sort_key)
 
     @property
     def descending(self) -> bool:

@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce, RowNumber
 
 from leaderboard import cache as board_cache
 from leaderboard import rows as board_rows
-from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, SORTS, BoardFilters
+from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, SORTS, UNVERSIONED, BoardFilters
 from leaderboard.rows import Row
 from runs import matrix, methods, normalize
 from runs.methods import DEFAULT_METHOD
@@ -388,12 +388,38 @@ def lanes(filters: BoardFilters, scope: Scope, version: str):
     primary = column.desc(nulls_last=True) if filters.descending else column.asc(nulls_last=True)
     tie = F(board_rows.LANE_SORTS[filters.default_sort]).desc(nulls_last=True)
     order = [primary, tie, F("stack_id").asc(), F("hardware_class_id").asc()]
+    if filters.ranks_by_figure:
+        # Lanes of one or two runs rank after those with an interval (rows.sort_rows).
+        order.insert(0, board_rows.LANE_TIER.asc())
     if scope.grouped:
         # Each class's lanes ranked among themselves, the classes one after another.
         rank = Window(RowNumber(), partition_by=[F("hardware_class_id")], order_by=order)
         qs = qs.annotate(class_rank=rank)
         return qs.order_by("hardware_class__label", "hardware_class_id", *order)
     return qs.order_by(*order)
+
+
+def lane_places(
+    stack: Stack, class_ids: list[int], scale: str, version: str
+) -> dict[int, tuple[int, int]]:
+    """{class id: (the stack's rank, rows ranked)} on each of these classes' boards, in the
+    board's own order (its default sort, the stack's method): what the stack and compare pages
+    say beside a lane's figures. One query for every class of a scale and version."""
+    filters = BoardFilters(
+        scale=scale, bv=version or UNVERSIONED, method=stack.method, scale_named=True
+    )
+    # Several classes: lanes() ranks each among itself, exactly as each class's board does.
+    scope = Scope(sorted(set(class_ids)), "", single=None)
+    totals: dict[int, int] = {}
+    ranks: dict[int, int] = {}
+    found = lanes(filters, scope, version).values_list(
+        "stack_id", "hardware_class_id", "class_rank"
+    )
+    for stack_id, class_id, rank in found:
+        totals[class_id] = totals.get(class_id, 0) + 1
+        if stack_id == stack.id:
+            ranks[class_id] = rank
+    return {class_id: (rank, totals[class_id]) for class_id, rank in ranks.items()}
 
 
 def _lane_rows(ids: list[int], scale: str, ranks: list[int] | None = None) -> list[Row]:
@@ -408,12 +434,7 @@ def _lane_rows(ids: list[int], scale: str, ranks: list[int] | None = None) -> li
 
 def _matching(filters: BoardFilters, scope: Scope, version: str) -> RunQuerySet:
     """The published runs a run-filtered view is computed from."""
-    runs = (
-        Run.objects.published()
-        .on_scale(filters.scale)
-        .filter(benchmark_version=version)
-        .filter(filters.stack_q())
-    )
+    runs = Run.objects.published().of_version(filters.scale, version).filter(filters.stack_q())
     if filters.comparable_only:
         runs = runs.comparable()
     if not scope.pooled:
@@ -530,6 +551,8 @@ def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
         rows = _lane_rows([row[0] for row in shown], filters.scale, ranks)
         points = _lane_points(narrow[:scatter_limit]) if chart else []
     points = [p for p in points if p][:scatter_limit]
+    if filters.ranks_by_figure:
+        board_rows.mark_tiers(rows)
     return Board(page, rows, points, scope, version, versions, **settled)
 
 
@@ -576,7 +599,8 @@ def board_export_rows(filters: BoardFilters) -> tuple[list[Row], Scope, str]:
 
 
 def hardware_choices() -> list[dict]:
-    """Hardware classes with published lanes, for "your hardware": most runs first per kind."""
+    """Hardware classes with published lanes: most runs first per kind (the API's order; the
+    "your hardware" menu groups and orders them by name, leaderboard.hardware_menu)."""
     classes = HardwareClass.objects.filter(lanes__run_count__gt=0).annotate(
         lane_runs=Sum("lanes__run_count")
     )
@@ -586,6 +610,9 @@ def hardware_choices() -> list[dict]:
             "slug": c.slug,
             "label": c.label,
             "kind": c.kind,
+            "vendor": c.vendor,
+            "chip": c.chip,
+            "count": c.count,
             "memory_gb": c.memory_gb,
             "runs": c.lane_runs,
         }
@@ -658,7 +685,7 @@ def matching_runs(filters: BoardFilters) -> RunQuerySet:
     if filters.comparable_only:
         runs = runs.comparable()
     if filters.version_named is not None:
-        runs = runs.filter(benchmark_version=filters.version_named)
+        runs = runs.of_version(filters.scale, filters.version_named)
     if filters.q:
         runs = runs.filter(_text_q(filters.q))
     return restrict_runs(runs, filters)

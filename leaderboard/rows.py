@@ -1,11 +1,12 @@
 """Leaderboard rows: one stack on one hardware class (a lane), or one stack on all hardware.
 
-A row's figures are medians with a 95% interval (worker.engine.stats.median_interval) when the
-lane has at least three runs; below that the best run's own value is shown, marked "n too
-small". Rows come from the stored lanes (runs.models.Lane), or, when a filter picks among a
-lane's runs (profile, date, verified...), from the matching runs themselves through `aggregate`,
-which applies the same rule. The pooled all-hardware row carries quality only: speed, and any
-score that includes speed, exists only per hardware class.
+A row's figures are its runs' medians (runs.figures.Interval), with a 95% interval from three
+runs; a row of one or two runs shows its median with "1 run" or "2 runs" and ranks after the
+rows that have three or more. The best run's overall score is evidence ("best of N") and never
+orders the rows. Rows come from the stored lanes (runs.models.Lane), or, when a filter picks
+among a lane's runs (profile, date, verified...), from the matching runs themselves through
+`aggregate`, which applies the same rule. The pooled all-hardware row carries quality only:
+speed, and any score that includes speed, exists only per hardware class.
 """
 
 from __future__ import annotations
@@ -14,30 +15,37 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import F
-from django.db.models.functions import Coalesce
+from django.db.models import Case, F, Value, When
 
+from leaderboard.filters import ranks_by_figure
+from runs.figures import Interval, runs_text, settled
 from runs.models import HardwareClass, Run, ScoreScale, Stack
-from worker.engine.stats import MIN_MEDIAN_N, median_interval
+from worker.engine.stats import MIN_MEDIAN_N
 
-FIGURES = ("quality", "decode", "prefill", "ttft")
+FIGURES = ("overall", "quality", "decode", "prefill", "ttft")
 SPEED_FIGURES = ("decode", "prefill", "ttft")
 
 
 @dataclass(frozen=True)
 class Figure:
-    """One column of a row: the median and its interval, or the best run's value when n < 3."""
+    """One column of a row: the lane's median over n runs, with its 95% interval from three."""
 
     value: float | None
     low: float | None = None
     high: float | None = None
-    median: bool = False  # False: the best run's own value, the lane being too small
+    n: int = 0
 
     @classmethod
-    def of(cls, median: float | None, low, high, fallback: float | None) -> Figure | None:
-        if median is not None:
-            return cls(median, low, high, True)
-        return None if fallback is None else cls(fallback)
+    def of(cls, found: Interval) -> Figure | None:
+        return None if found.median is None else cls(found.median, found.low, found.high, found.n)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def runs_text(self) -> str:
+        return runs_text(self.n)
 
 
 @dataclass
@@ -50,7 +58,8 @@ class Row:
     runs: int
     submitters: int
     attempts: int
-    overall: float | None = None
+    # The best run's overall score: evidence ("best of N"), never the order of the rows.
+    best_overall: float | None = None
     figures: dict[str, Figure | None] = field(default_factory=dict)
     started_at: datetime | None = None
     lane_id: int | None = None
@@ -61,13 +70,16 @@ class Row:
     # A view of several classes ranks each class's rows among themselves (speed never across
     # machines): the row's place within its class; None where one ranking covers the view.
     rank: int | None = None
+    # The first row of one or two runs under settled rows of its class (mark_tiers).
+    starts_few: bool = False
 
     @property
     def pooled(self) -> bool:
         return self.hardware_class_id is None
 
     @property
-    def n_too_small(self) -> bool:
+    def few_runs(self) -> bool:
+        """One or two runs: a median with no interval, ranked after the settled rows."""
         return self.runs < MIN_MEDIAN_N
 
     @property
@@ -75,6 +87,7 @@ class Row:
         """How many uploads the shown best run was picked from (at least the runs shown)."""
         return max(self.attempts, self.runs)
 
+    overall = property(lambda self: self.figures.get("overall"))
     quality = property(lambda self: self.figures.get("quality"))
     decode = property(lambda self: self.figures.get("decode"))
     prefill = property(lambda self: self.figures.get("prefill"))
@@ -83,24 +96,12 @@ class Row:
 
 # --- rows from stored lanes -----------------------------------------------------------------
 
-# The value a lane shows (and sorts by) for each figure: its median, else its best run's.
-LANE_VALUES = {
-    "quality": Coalesce(F("quality_median"), F("best_run__quality_score")),
-    "decode": Coalesce(
-        F("decode_median"), F("best_run__decode_tps_median"), F("best_run__decode_tps_mean")
-    ),
-    "prefill": Coalesce(
-        F("prefill_median"), F("best_run__prefill_tps_median"), F("best_run__prefill_tps_mean")
-    ),
-    "ttft": Coalesce(F("ttft_median"), F("best_run__ttft_ms_median"), F("best_run__ttft_ms_mean")),
-}
+# The value a lane shows and ranks by for each figure: its median (every lane with a run
+# has one; runs.figures).
+LANE_VALUES = {name: F(f"{name}_median") for name in FIGURES}
 # Sort key -> lane column (after LANE_VALUES are annotated as value_<figure>).
 LANE_SORTS = {
-    "overall": "best_run__overall_score",
-    "quality": "value_quality",
-    "decode": "value_decode",
-    "prefill": "value_prefill",
-    "ttft": "value_ttft",
+    **{name: f"value_{name}" for name in FIGURES},
     "runs": "run_count",
     "submitters": "submitter_count",
     "model": "stack__model_id",
@@ -109,6 +110,8 @@ LANE_SORTS = {
     "hardware": "hardware_class__label",
     "date": "best_run__started_at",
 }
+# Lanes of one or two runs rank after the settled ones when a figure orders the rows.
+LANE_TIER = Case(When(run_count__gte=MIN_MEDIAN_N, then=Value(0)), default=Value(1))
 
 
 def from_lane(lane, *, scale: str) -> Row:
@@ -116,11 +119,11 @@ def from_lane(lane, *, scale: str) -> Row:
     run = lane.best_run
     figures: dict[str, Figure | None] = {}
     for name in _figures_for(scale, pooled=lane.hardware_class_id is None):
+        median = getattr(lane, f"{name}_median")
         figures[name] = Figure.of(
-            getattr(lane, f"{name}_median"),
-            getattr(lane, f"{name}_low"),
-            getattr(lane, f"{name}_high"),
-            _run_value(run, name) if run else None,
+            Interval(
+                lane.run_count, median, getattr(lane, f"{name}_low"), getattr(lane, f"{name}_high")
+            )
         )
     pooled = lane.hardware_class_id is None
     return Row(
@@ -130,7 +133,7 @@ def from_lane(lane, *, scale: str) -> Row:
         runs=lane.run_count,
         submitters=lane.submitter_count,
         attempts=lane.attempt_count,
-        overall=None if pooled or run is None else run.overall_score,
+        best_overall=None if pooled or run is None else run.overall_score,
         figures=figures,
         started_at=run.started_at if run else None,
         lane_id=lane.id,
@@ -144,15 +147,6 @@ def _figures_for(scale: str, *, pooled: bool) -> tuple[str, ...]:
     if pooled:
         return () if scale == ScoreScale.SPEED_ONLY else ("quality",)
     return SPEED_FIGURES if scale == ScoreScale.SPEED_ONLY else FIGURES
-
-
-def _run_value(run: Run, name: str) -> float | None:
-    return {
-        "quality": run.quality_score,
-        "decode": run.decode_tps,
-        "prefill": run.prefill_tps,
-        "ttft": run.ttft_ms,
-    }[name]
 
 
 # --- rows from matching runs ----------------------------------------------------------------
@@ -193,16 +187,13 @@ def aggregate(runs: Iterable[tuple], *, scale: str, pooled: bool) -> list[Row]:
         groups.setdefault((run[1], None if pooled else run[2]), []).append(run)
     rank = best_run_key(scale, pooled=pooled)
     names = _figures_for(scale, pooled=pooled)
-    columns = {"quality": 4, "decode": 5, "prefill": 6, "ttft": 7}
+    columns = {"overall": 3, "quality": 4, "decode": 5, "prefill": 6, "ttft": 7}
     rows = []
     for (stack_id, class_id), members in groups.items():
         best = min(members, key=rank)
-        figures = {}
-        for name in names:
-            stats = median_interval(m[columns[name]] for m in members)
-            figures[name] = Figure.of(
-                stats["median"], stats["low"], stats["high"], best[columns[name]]
-            )
+        figures = {
+            name: Figure.of(Interval.of(m[columns[name]] for m in members)) for name in names
+        }
         rows.append(
             Row(
                 stack_id=stack_id,
@@ -211,7 +202,7 @@ def aggregate(runs: Iterable[tuple], *, scale: str, pooled: bool) -> list[Row]:
                 runs=len(members),
                 submitters=len({m[9] for m in members}) if len(best) > 9 else 0,
                 attempts=len(members),
-                overall=None if pooled else best[3],
+                best_overall=None if pooled else best[3],
                 figures=figures,
                 started_at=best[8],
             )
@@ -225,7 +216,6 @@ def python_sort_value(row: Row, key: str):
         figure = row.figures.get(key)
         return figure.value if figure else None
     return {
-        "overall": lambda: row.overall,
         "runs": lambda: row.runs,
         "submitters": lambda: row.submitters,
         "model": lambda: row.stack.model_id.lower(),
@@ -237,13 +227,31 @@ def python_sort_value(row: Row, key: str):
 
 
 def sort_rows(rows: list[Row], key: str, *, descending: bool, tie: str) -> list[Row]:
-    """Rows in display order (as queries.board orders lanes in SQL): by the key, then by the
-    view's default figure, then by stack and class; missing values last either way."""
+    """Rows in display order (as queries.lanes orders lanes in SQL): by the key, then by the
+    view's default figure, then by stack and class; missing values last either way. When a
+    figure orders the rows, those of three runs or more come first (runs.figures.settled)."""
     rows = sorted(rows, key=lambda r: (r.stack_id, r.hardware_class_id or 0))
     for name, desc in ((tie, True), (key, descending)):
         present = [r for r in rows if python_sort_value(r, name) is not None]
         present.sort(key=lambda r: python_sort_value(r, name), reverse=desc)
         rows = present + [r for r in rows if python_sort_value(r, name) is None]
+    if ranks_by_figure(key):
+        rows.sort(key=lambda r: not settled(r.runs))  # stable: the order above within a tier
+    return rows
+
+
+def mark_tiers(rows: list[Row]) -> list[Row]:
+    """Mark the first row of one or two runs after rows of three or more in the same class,
+    where the page puts its "One or two runs" heading (nothing when no settled row is above)."""
+    previous: Row | None = None
+    for row in rows:
+        row.starts_few = bool(
+            row.few_runs
+            and previous is not None
+            and previous.hardware_class_id == row.hardware_class_id
+            and not previous.few_runs
+        )
+        previous = row
     return rows
 
 

@@ -20,6 +20,7 @@ from runs.lane_rows import Interval, Lane, ScopeKey
 from runs.models import Lane as StoredLane
 from runs.models import Run, RunQuerySet, ScoreScale, SuiteResult
 from runs.names import imported_label
+from worker.engine.scoring import SPEED_SUITES
 
 # Cap on the runs drawn per stack: plenty for a distribution, bounded for a hot stack.
 MAX_RUNS = 2000
@@ -31,6 +32,7 @@ RUN_VALUES = (
     "hardware_class__slug",
     "score_scale",
     "benchmark_version",
+    "speed_version",
     "profile",
     "comparable",
     "overall_score",
@@ -94,6 +96,8 @@ class ShownLane:
     slug: str
     best: dict | None
     attempts: int | None = None
+    # (rank, rows) on the class's board, where the page shows every run (queries.lane_place).
+    place: tuple[int, int] | None = None
 
     @property
     def run_count(self) -> int:
@@ -345,9 +349,12 @@ def quality_trend(rows: list[dict]):
 
 
 def suite_table(runs: RunQuerySet) -> dict[int, dict[str, dict]]:
-    """{stack id: {suite: mean/min/max score, runs, pass rate}} over the given runs."""
+    """{stack id: {suite: mean/min/max score, runs, pass rate}} over the given runs, which may
+    come from every machine: so the suites that score speed are left out (speed belongs to
+    one hardware class, and the pages show it per class)."""
     rows = (
         SuiteResult.objects.filter(run__in=runs)
+        .exclude(suite__in=SPEED_SUITES)
         .values("run__stack_id", "suite")
         .annotate(
             mean=Avg("score"),
@@ -369,7 +376,7 @@ def suite_table(runs: RunQuerySet) -> dict[int, dict[str, dict]]:
 def counted_in(runs: RunQuerySet, scope: ScopeKey, profile: str) -> RunQuerySet:
     """The runs of one chart scope, as a queryset (for the per-suite table)."""
     scale, version = scope
-    runs = runs.filter(score_scale=scale, benchmark_version=version, profile=profile)
+    runs = runs.of_version(scale, version).filter(profile=profile)
     return runs.filter(comparable=True) if scale == ScoreScale.V3 else runs
 
 

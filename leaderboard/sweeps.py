@@ -406,14 +406,17 @@ def _streams_group(label: str, slug: str, setup: Setup, sweeps: list[Concurrency
 
 def _chart(groups: list[Group], name: str, unit: str) -> charts.TrendLines | None:
     """One line per group over every cell any group has; a cell with under three runs in a
-    group leaves a gap in its line (a median needs three)."""
+    group leaves a gap in its line (a point is drawn with its interval, which needs three;
+    the tables show the cell's median with its run count)."""
     keys = sorted({row.key for group in groups for row in group.rows})
     if not keys:
         return None
     labels = {row.key: row.label for group in groups for row in group.rows}
     series = []
     for group in groups:
-        by_key = {row.key: row.figures[name] for row in group.rows}
+        by_key = {
+            row.key: row.figures[name] for row in group.rows if row.figures[name].has_interval
+        }
         series.append((group.label, [(labels[k], by_key.get(k)) for k in keys]))
     return charts.interval_lines(series, unit=unit)
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path, register_converter
 
-from leaderboard.views import board, compare, images, matrix, pages
+from leaderboard.views import board, compare, estimates, images, matrix, pages
 
 
 class StoredTextConverter:
@@ -26,6 +26,7 @@ urlpatterns = [
     path("leaderboard/", board.leaderboard, name="leaderboard"),
     re_path(r"^leaderboard/export\.(?P<fmt>csv|json|md)$", board.export, name="export"),
     path("leaderboard/feed.atom", board.feed, name="feed"),
+    path("leaderboard/estimate/<int:pk>/<slug:hw>/", estimates.estimate_detail, name="estimate"),
     path("methodology/", board.methodology, name="methodology"),
     path("data/", board.data, name="data"),
     path("theme/", board.set_theme, name="theme"),

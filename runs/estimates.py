@@ -1,14 +1,17 @@
 """Expected speed where nobody has measured: the roofline ceiling × a calibrated efficiency.
 
-A measured lane's efficiency is its measured tok/s ÷ its roofline ceiling (runs.roofline). The
-efficiency of an unmeasured stack on a class is predicted from lanes alike in hardware kind,
-device count, whether the weights fit in memory, architecture (dense or MoE), active weight size,
-engine, backend, quantization family and model, in that order of nesting (LEVELS); each group's
-log-space median is shrunk toward its parent's by n ÷ (n + PRIOR), so a group of two lanes barely
-moves the estimate and a group of fifty decides it. The class's other lanes then shift it by
-their median residual, shrunk the same way. The 80% interval is the group's conformal 10th/90th
-order statistics of log residuals (none below nine lanes), blended with its parent's by
-n ÷ (n + SPREAD_PRIOR). `hold_out` produces the figures in bench/README.md. No Django here.
+A measured lane's efficiency is its measured tok/s ÷ its roofline ceiling (runs.roofline; for a
+mixture of experts whose name states its active parameters, those). The efficiency of an
+unmeasured stack on a class is predicted from lanes alike in hardware kind, device count,
+whether the weights fit in memory, architecture (dense or MoE), the decode ceiling's band (the
+faster a token could be, the more its fixed costs weigh), engine, backend, quantization family
+and model, in that order of nesting (LEVELS); each group's log-space median is shrunk toward its
+parent's by n ÷ (n + PRIOR), so a group of two lanes barely moves the estimate and a group of
+fifty decides it. Two shifts follow, each the median residual of the lanes that share something
+with it, shrunk the same way: the model's family (any size, any machine) and the class itself.
+The 80% interval is the group's conformal 10th/90th order statistics of log residuals (none
+below nine lanes), blended with its parent's by n ÷ (n + SPREAD_PRIOR). `hold_out` produces the
+figures in bench/README.md. No Django here.
 """
 
 from __future__ import annotations
@@ -30,10 +33,13 @@ SPREAD_PRIOR = 10.0
 LOW_Q, HIGH_Q = 0.10, 0.90
 METRICS = ("decode", "prefill")
 # Levels of the hierarchy, broadest first; each key adds one field to its parent's.
-LEVELS = ("kind", "devices", "fits", "arch", "size", "engine", "backend", "quant", "model")
-# Active weights read per token (GB): below a few hundred MB a token's fixed costs (kernel
-# launches, sampling) outweigh reading the weights, so small models reach less of the ceiling.
-SIZE_BOUNDS = ((0.5, "<0.5GB"), (2.0, "0.5-2GB"), (8.0, "2-8GB"), (32.0, "8-32GB"))
+LEVELS = ("kind", "devices", "fits", "arch", "speed", "engine", "backend", "quant", "model")
+# The decode ceiling (tok/s), in half-decades. A token costs the time to read its weights plus
+# fixed costs (kernel launches, sampling, the server's loop); the faster the ceiling, the larger
+# the fixed costs' share, so the less of it a stack reaches. The ceiling, not the weight size,
+# says which: a 1 GB model is bandwidth-bound on a CPU and overhead-bound on a large GPU.
+CEILING_BOUNDS = ((30.0, "<30 tok/s"), (100.0, "30-100 tok/s"), (300.0, "100-300 tok/s"))
+CEILING_BOUNDS += ((1000.0, "300-1000 tok/s"),)
 
 _ENGINES = {
     "llamacpp": "llama.cpp",
@@ -82,11 +88,14 @@ def quant_family(bits: roofline.Bits) -> str:
     return "server4"
 
 
-def size_bucket(active_gb: float) -> str:
-    for bound, name in SIZE_BOUNDS:
-        if active_gb < bound:
+def speed_band(decode_ceiling: float | None) -> str:
+    """The half-decade of decode ceilings a lane's falls in (CEILING_BOUNDS)."""
+    if not decode_ceiling:
+        return "ceiling unknown"
+    for bound, name in CEILING_BOUNDS:
+        if decode_ceiling < bound:
             return name
-    return ">32GB"
+    return ">1000 tok/s"
 
 
 def model_key(model_id: str) -> str:
@@ -97,6 +106,29 @@ def model_key(model_id: str) -> str:
         name = name.replace(quant, "")
     name = re.sub(r"\b(?:ud|gguf|instruct|it|chat|mlx)\b", "", name)
     return re.sub(r"[^a-z0-9.]+", "-", name).strip("-.")
+
+
+def family_key(model: str) -> str:
+    """A model key without its size and what follows it: "qwen3.5-9b" → "qwen3.5"."""
+    return re.sub(r"-?\d+(?:\.\d+)?[bm]\b.*$", "", model) or model
+
+
+# "Qwen3.6-35B-A3B", "LFM2-8B-A1B", "Mellum2-12B-A2.5B": the active parameters a name states.
+_STATED_ACTIVE = re.compile(r"[-_:.]a(\d+(?:\.\d+)?)b(?=$|[-_.: ])", re.IGNORECASE)
+
+
+def stated_active_b(model_id: str, weights: roofline.Weights) -> float | None:
+    """The active parameters (B) a mixture of experts' name states, where the roofline read
+    the model as dense or did not know its active count. The roofline, a bound, trusts no name
+    to make a model sparse; an estimate takes the name's word, since reading 35B of weights
+    per token where 3B are read misses by ten times."""
+    if weights.is_moe and weights.active_known:
+        return None
+    found = _STATED_ACTIVE.search(normalize.normalise_model_id(model_id))
+    if not found:
+        return None
+    active = float(found.group(1))
+    return active if 0 < active < weights.total_b else None
 
 
 @dataclass(frozen=True)
@@ -131,7 +163,7 @@ class Lane:
             "1" if self.devices <= 1 else "multi",
             {True: "fits", False: "spills", None: "memory unknown"}[self.fits],
             "moe" if self.moe else "dense",
-            size_bucket(self.active_gb),
+            speed_band(self.decode_ceiling),
             self.engine,
             self.backend,
             self.quant,
@@ -168,31 +200,42 @@ def lane_features(
     memory_gb: float | None = None,
 ) -> Lane:
     """A Lane from a stack's fields and its ceilings on a class (runs.roofline.ceilings)."""
+    active = stated_active_b(model_id, ceilings.weights)
+    # The roofline's ceilings scale with 1 ÷ active parameters.
+    scale = ceilings.weights.active_b / active if active else 1.0
     return Lane(
         ident=ident,
         model=model_key(model_id),
         class_key=class_key,
         kind=kind,
-        moe=ceilings.weights.is_moe,
+        moe=ceilings.weights.is_moe or active is not None,
         engine=engine_key(engine),
         backend=backend_key(backend, kind),
         quant=quant_family(ceilings.bits),
-        decode_ceiling=ceilings.decode_tps,
-        prefill_ceiling=ceilings.prefill_tps,
+        decode_ceiling=ceilings.decode_tps * scale,
+        prefill_ceiling=ceilings.prefill_tps * scale if ceilings.prefill_tps else None,
         decode=decode,
         prefill=prefill,
         label=label,
         devices=devices,
-        active_gb=ceilings.active_gb,
+        active_gb=ceilings.active_gb / scale,
         fits=weights_fit(ceilings, memory_gb),
     )
 
 
 def weights_fit(ceilings: roofline.Ceilings, memory_gb: float | None) -> bool | None:
-    """All the weights (at the format's bits) within the class's memory, or None if unknown."""
+    """All the weights (the file's size where known, else at the format's bits) within the
+    class's memory, or None if unknown."""
     if not memory_gb:
         return None
-    return ceilings.weights.total_b * ceilings.bits.bits / 8 <= memory_gb
+    return weights_gb(ceilings) <= memory_gb
+
+
+def weights_gb(ceilings: roofline.Ceilings) -> float:
+    """The whole model's weights in GB: the file's size where the run reported it."""
+    if ceilings.weights_bytes:
+        return ceilings.weights_bytes / 1e9
+    return ceilings.weights.total_b * ceilings.bits.bits / 8
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -216,6 +259,21 @@ class Level:
 
 
 @dataclass(frozen=True)
+class Shift:
+    """One adjustment to the hierarchy's efficiency: `log` from `n` measured lanes that share
+    this `kind` ("family" or "class") of thing, `key`, with the lane estimated."""
+
+    kind: str
+    key: str
+    n: int
+    log: float
+
+    @property
+    def factor(self) -> float:
+        return math.exp(self.log)
+
+
+@dataclass(frozen=True)
 class Estimate:
     metric: str
     ceiling: float
@@ -224,10 +282,9 @@ class Estimate:
     low: float
     high: float
     levels: tuple[Level, ...] = field(default_factory=tuple)
-    # The class's own adjustment (Calibration.class_shift), in log space; its interval is the
-    # hierarchy's, not narrowed by it.
-    class_n: int = 0
-    class_shift: float = 0.0
+    # The model family's and the class's adjustments, in log space, added to the
+    # hierarchy's centre; the interval is the hierarchy's, not narrowed by them.
+    shifts: tuple[Shift, ...] = field(default_factory=tuple)
 
     @property
     def group(self) -> Level:
@@ -283,6 +340,7 @@ class Calibration:
         self.metric = metric
         self.groups: dict[tuple[str, ...], list[float]] = {}
         self.by_class: dict[str, list[tuple[Lane, float]]] = {}
+        self.by_family: dict[str, list[tuple[Lane, float]]] = {}
         self.n = 0
         self._memo: dict[tuple[str, ...], Level] = {}
         for lane in lanes:
@@ -294,6 +352,7 @@ class Calibration:
             for key in lane.path():
                 self.groups.setdefault(key, []).append(value)
             self.by_class.setdefault(lane.class_key, []).append((lane, value))
+            self.by_family.setdefault(family_key(lane.model), []).append((lane, value))
 
     def _level(self, key: tuple[str, ...]) -> Level:
         if key not in self._memo:
@@ -304,18 +363,25 @@ class Calibration:
     def levels(self, lane: Lane) -> tuple[Level, ...]:
         return (self._level(()), *(self._level(key) for key in lane.path()))
 
-    def class_shift(self, lane: Lane) -> tuple[int, float]:
-        """How far the class's other measured lanes sit from their own estimates (the
-        machine's bandwidth as achieved, drivers, cooling), shrunk by n ÷ (n + PRIOR): the
-        count of those lanes and the log shift."""
-        residuals = [
-            value - self.levels(peer)[-1].centre
-            for peer, value in self.by_class.get(lane.class_key, [])
-        ]
+    def _shift(self, peers: list[tuple[Lane, float]]) -> tuple[int, float]:
+        """The median of the peers' residuals from their hierarchy's centres, shrunk by
+        n ÷ (n + PRIOR): the count and the log shift."""
+        residuals = [value - self.levels(peer)[-1].centre for peer, value in peers]
         if not residuals:
             return 0, 0.0
         n = len(residuals)
         return n, n / (n + PRIOR) * statistics.median(residuals)
+
+    def family_shift(self, lane: Lane) -> tuple[int, float]:
+        """How far the measured lanes of the model's family (Qwen3.5 of any size, on any
+        machine) sit from their estimates: what an architecture does that its weight bytes do
+        not say (a large vocabulary, attention layers that are not all full, convolutions)."""
+        return self._shift(self.by_family.get(family_key(lane.model), []))
+
+    def class_shift(self, lane: Lane) -> tuple[int, float]:
+        """How far the class's other measured lanes sit from their estimates (the machines'
+        drivers, cooling, memory clocks, power limits)."""
+        return self._shift(self.by_class.get(lane.class_key, []))
 
     def estimate(self, lane: Lane) -> Estimate | None:
         ceiling = lane.ceiling(self.metric)
@@ -324,7 +390,12 @@ class Calibration:
         levels = self.levels(lane)
         last = levels[-1]
         class_n, shift = self.class_shift(lane)
-        centre = last.centre + shift
+        family_n, family = self.family_shift(lane)
+        shifts = (
+            Shift("family", family_key(lane.model), family_n, family),
+            Shift("class", lane.class_key, class_n, shift),
+        )
+        centre = last.centre + sum(s.log for s in shifts)
         return Estimate(
             metric=self.metric,
             ceiling=ceiling,
@@ -333,8 +404,7 @@ class Calibration:
             low=ceiling * math.exp(centre + last.low),
             high=ceiling * math.exp(centre + last.high),
             levels=levels,
-            class_n=class_n,
-            class_shift=shift,
+            shifts=shifts,
         )
 
     def global_estimate(self, lane: Lane) -> Estimate | None:

@@ -3,8 +3,8 @@
 A lane is one stack on one hardware class, on one score scale and benchmark version. Speed (and
 the overall score, which includes speed) belongs to the hardware class and is never pooled
 across classes; quality does not depend on the machine and is pooled across every class of the
-same scale and version. A median needs three runs (worker.engine.stats.median_interval); below
-that every figure of it is None and pages say "n too small".
+same scale and version. A figure is its runs' median, with an interval from three runs up
+(runs.figures.Interval, the rule every surface uses).
 
 The pages that read runs (stack, compare, run context, share images, the stack API) group them
 here; runs.lanes keeps the stored Lane rows, and which runs count is its rule (counts_in_lane).
@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runs.lanes import counts_in_lane
-from worker.engine.stats import MIN_MEDIAN_N, median_interval
+from runs.figures import Interval
+from runs.lanes import counts_in_lane, version_column
 
 V3 = "v3"
 # (name on a lane, key in a run row); the row keys fall back to the mean as Run's properties do.
@@ -48,30 +48,16 @@ def lane_key(row: dict) -> LaneKey | None:
     """The lane a counted run belongs to; None for a run with no hardware class (no lane)."""
     if row["hardware_class_id"] is None:
         return None
-    return (row["hardware_class_id"], row["score_scale"], row["benchmark_version"] or "")
+    return (row["hardware_class_id"], row["score_scale"], lane_version(row))
 
 
 def scope_key(row: dict) -> ScopeKey:
-    return (row["score_scale"], row["benchmark_version"] or "")
+    return (row["score_scale"], lane_version(row))
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A median with its 95% interval, or n alone when n is too small for a median."""
-
-    n: int
-    median: float | None = None
-    low: float | None = None
-    high: float | None = None
-
-    @classmethod
-    def of(cls, values: Iterable[float | None]) -> Interval:
-        found = median_interval(values)
-        return cls(found["n"], found["median"], found["low"], found["high"])
-
-    @property
-    def too_small(self) -> bool:
-        return self.n < MIN_MEDIAN_N
+def lane_version(row: dict) -> str:
+    """The version a run's lane is keyed by (runs.lanes.version_column)."""
+    return row.get(version_column(row["score_scale"])) or ""
 
 
 @dataclass

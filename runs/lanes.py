@@ -16,17 +16,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Case, Count, F, Q, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from worker.engine.stats import median_interval
+from runs.figures import Interval
 
 # Stacks refreshed per round of queries: bounded memory however many runs each has.
 BATCH_STACKS = 400
 SCORED = ("v3", "v2")  # scales with a quality score: the ones with a pooled lane
-FIGURES = ("quality", "decode", "prefill", "ttft")
-SPEED_FIGURES = ("decode", "prefill", "ttft")
+FIGURES = ("quality", "overall", "decode", "prefill", "ttft")
+# The figures that exist only on one hardware class: speed, and the overall score, which
+# includes speed.
+SPEED_FIGURES = ("overall", "decode", "prefill", "ttft")
 
 LaneKey = tuple[int, int | None, str, str]  # stack, hardware class (None: pooled), scale, version
 
@@ -48,6 +50,28 @@ class _Row:
     ttft: float | None
     started_at: datetime
     submitter: tuple[str, object]
+
+
+def version_column(score_scale: str) -> str:
+    """The run field a lane of this scale is versioned by. A quality score compares only within
+    its suite's version (the benchmark version); a speed compares across benchmark versions as
+    long as the speed method did not change, so the speed-only scale is versioned by the
+    method's version (Run.speed_version, runs.methods.speed_version)."""
+    return "speed_version" if score_scale == "speed" else "benchmark_version"
+
+
+def run_lane_version(run: Any) -> str:
+    """The version a stored run's lanes are keyed by."""
+    return getattr(run, version_column(run.score_scale)) or ""
+
+
+def ranked_version(run_model: Any) -> Any:
+    """version_column as a query expression over runs of every scale. A data migration's
+    historical Run from before speed versions has only the benchmark version."""
+    fields = {f.name for f in run_model._meta.concrete_fields}
+    if "speed_version" not in fields:
+        return F("benchmark_version")
+    return Case(When(score_scale="speed", then=F("speed_version")), default=F("benchmark_version"))
 
 
 def counts_in_lane(score_scale: str, comparable: bool) -> bool:
@@ -93,8 +117,14 @@ def _refresh_batch(ids: list[int], models: LaneModels) -> int:
         key: _figures(key, rows, attempts.get(key, 0), speed=measured.get(key, False))
         for key, rows in _grouped_rows(ids, models).items()
     }
+    # A data migration runs this on its historical Lane, which may lack later figures.
+    present = {f.attname for f in models.lane._meta.concrete_fields}
+    fields = [name for name in FIELDS if name in present]
+    wanted = {
+        key: {k: v for k, v in found.items() if k in present} for key, found in wanted.items()
+    }
     total, stale = len(wanted), []
-    stored = models.lane.objects.filter(stack_id__in=ids).values("id", *KEY_FIELDS, *FIELDS)
+    stored = models.lane.objects.filter(stack_id__in=ids).values("id", *KEY_FIELDS, *fields)
     for lane in stored:
         key = tuple(lane[name] for name in KEY_FIELDS)
         figures = wanted.get(key)
@@ -141,12 +171,13 @@ def _grouped_rows(ids: list[int], models: LaneModels) -> dict[LaneKey, list[_Row
             decode=Coalesce("decode_tps_median", "decode_tps_mean"),
             prefill=Coalesce("prefill_tps_median", "prefill_tps_mean"),
             ttft=Coalesce("ttft_ms_median", "ttft_ms_mean"),
+            lane_version=ranked_version(models.run),
         )
         .values_list(
             "stack_id",
             "hardware_class_id",
             "score_scale",
-            "benchmark_version",
+            "lane_version",
             "id",
             "overall_score",
             "quality_score",
@@ -176,7 +207,8 @@ def _attempts(ids: list[int], models: LaneModels) -> dict[LaneKey, int]:
     counts: dict[LaneKey, int] = defaultdict(int)
     rows = (
         models.run.objects.filter(stack_id__in=ids)
-        .values_list("stack_id", "hardware_class_id", "score_scale", "benchmark_version")
+        .annotate(lane_version=ranked_version(models.run))
+        .values_list("stack_id", "hardware_class_id", "score_scale", "lane_version")
         .annotate(n=Count("submission"))
         .order_by()
     )
@@ -216,9 +248,9 @@ def _figures(key: LaneKey, rows: list[_Row], attempts: int, *, speed: bool) -> d
         "best_score": score,
     }
     for name in FIGURES:
-        found = {"median": None, "low": None, "high": None}
-        if name == "quality" or speed:
-            found = median_interval(getattr(row, name) for row in rows)
+        found = Interval(0)
+        if name not in SPEED_FIGURES or speed:
+            found = Interval.of(getattr(row, name) for row in rows)
         for part in ("median", "low", "high"):
-            figures[f"{name}_{part}"] = found[part]
+            figures[f"{name}_{part}"] = getattr(found, part)
     return figures

@@ -76,6 +76,40 @@ METHODS: dict[str, Method] = {
 IMPORTED_METHODS = tuple(key for key, m in METHODS.items() if m.imported)
 
 
+# Our stream's speed method before bundles recorded its version, by the format that carried
+# the run: the earlier product's CLIs and speed probe measured with clocks and grids of their
+# own, so their speeds are not pooled with today's engine's (bench/README.md "Method
+# equivalence" measured only today's).
+FORMAT_SPEED_VERSIONS = {
+    "run-v3": "cli-0.3",
+    "envelope-v3": "cli-0.3",
+    "failed-v3": "cli-0.3",
+    "run-v2": "cli-0.2",
+    "leaderboard-v2": "cli-0.2",
+    "leaderboard-v1": "probe",
+    "speed-jsonl": "probe",
+}
+
+
+# What a declared version may be (the board's ?bv= accepts the same characters).
+_SPEED_VERSION = re.compile(r"[A-Za-z0-9._+-]{1,20}")
+
+
+def speed_version(method: str, source_format: str, declared: str = "") -> str:
+    """The version of the way a run's speed was measured: what our engine's bundle declares
+    (worker.engine.scoring.SPEED_METHOD_VERSION), else its format's, else the first ("1");
+    "" for other tools' methods, which their method key already names."""
+    if (method or DEFAULT_METHOD) != DEFAULT_METHOD:
+        return ""
+    if declared and _SPEED_VERSION.fullmatch(declared):
+        return declared
+    return FORMAT_SPEED_VERSIONS.get(source_format, "1")
+
+
+def speed_version_label(version: str) -> str:
+    return f"speed method {version}" if version else "speed method not versioned"
+
+
 def method_label(key: str) -> str:
     """The method's name for a page; an unknown key (a newer importer's) as it is."""
     found = METHODS.get(key)

@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from runs import identities, labels, methods, normalize
+from runs.lanes import version_column
 
 # A run's suites, tasks and trials are defined beside it, and are this module's too.
 from runs.results import SpeedSample as SpeedSample
@@ -302,6 +303,10 @@ class RunQuerySet(models.QuerySet):
     def on_scale(self, scale: str) -> RunQuerySet:
         return self.filter(score_scale=scale)
 
+    def of_version(self, scale: str, version: str) -> RunQuerySet:
+        """Runs of this scale in the lanes of this version (runs.lanes.version_column)."""
+        return self.filter(score_scale=scale, **{version_column(scale): version})
+
     def ranked(self) -> RunQuerySet:
         return self.order_by(
             models.F("overall_score").desc(nulls_last=True),
@@ -311,6 +316,13 @@ class RunQuerySet(models.QuerySet):
 
     def with_related(self) -> RunQuerySet:
         return self.select_related("stack", "hardware")
+
+    def recorded_model_file(self) -> str:
+        """The weights file's name the first run's payload recorded: model.file (the engine
+        hashed it), else launch.model_file (the server named it); "" where neither did."""
+        keys = ("model__file", "launch__model_file", "run__model__file", "run__launch__model_file")
+        found = self.values_list(*(f"raw_payload__{key}" for key in keys)).first() or ()
+        return next((str(name) for name in found if isinstance(name, str) and name), "")
 
     def matrix(self) -> RunQuerySet:
         """Runs that measured a harness matrix suite (runs.matrix.MATRIX_SUITES)."""
@@ -338,6 +350,9 @@ class Run(MeasuredBy, models.Model):
 
     benchmark_id = models.CharField(max_length=40, default="benchloop")
     benchmark_version = models.CharField(max_length=20, blank=True)
+    # How the speeds were measured, versioned apart from the benchmark (runs.methods
+    # .speed_version): the speed-only scale's lanes are versioned by it (runs.lanes).
+    speed_version = models.CharField(max_length=20, blank=True, default="")
     profile = models.CharField(max_length=20, blank=True)
     requested_profile = models.CharField(max_length=20, blank=True)
     score_schema_version = models.CharField(max_length=20, blank=True, help_text="blank = legacy")
@@ -514,15 +529,20 @@ class Lane(models.Model):
     best_run = models.ForeignKey(
         Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    # What the lane ranks by, copied from its best run so a ranking needs no join: the overall
-    # score on a hardware lane of a scored scale, the quality score on a pooled lane, the
-    # median decode speed on a speed-only lane.
+    # The best run's own figure, kept as evidence ("best of N"); it never orders the rows. The
+    # overall score on a hardware lane of a scored scale, quality on a pooled lane, decode on
+    # a speed-only lane.
     best_score = models.FloatField(null=True, blank=True)
-    # Medians of the runs' own figures with their 95% intervals (worker.engine.stats
-    # .median_interval); null below three runs, where pages say "n too small".
+    # Medians of the runs' own figures (runs.figures.Interval): the median from one run, its
+    # 95% interval (low, high) from three. Lanes rank by their median, the lanes of one or
+    # two runs after the rest (leaderboard.queries.lanes).
     quality_median = models.FloatField(null=True, blank=True)
     quality_low = models.FloatField(null=True, blank=True)
     quality_high = models.FloatField(null=True, blank=True)
+    # The overall score includes speed: a hardware class's alone, never on the pooled lane.
+    overall_median = models.FloatField(null=True, blank=True)
+    overall_low = models.FloatField(null=True, blank=True)
+    overall_high = models.FloatField(null=True, blank=True)
     decode_median = models.FloatField(null=True, blank=True)
     decode_low = models.FloatField(null=True, blank=True)
     decode_high = models.FloatField(null=True, blank=True)
@@ -562,6 +582,7 @@ class Lane(models.Model):
             models.CheckConstraint(
                 condition=Q(hardware_class__isnull=False)
                 | Q(
+                    overall_median__isnull=True,
                     decode_median__isnull=True,
                     prefill_median__isnull=True,
                     ttft_median__isnull=True,

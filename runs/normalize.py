@@ -40,8 +40,20 @@ VRAM_BUCKETS = [(8, "8"), (12, "12"), (16, "16"), (24, "24"), (32, "32"), (48, "
 VRAM_BUCKET_TOP = "80+"
 RAM_BUCKETS = [(8, "8"), (16, "16"), (32, "32"), (64, "64"), (128, "128")]
 RAM_BUCKET_TOP = "256+"
-PARAM_BUCKETS = [(3, "<=3B"), (9, "3-9B"), (20, "9-20B"), (40, "20-40B"), (80, "40-80B")]
-PARAM_BUCKET_TOP = "80B+"
+# Model-size tiers, by total parameters (what has to fit in memory), named as people shop:
+# (upper bound in billions, stored key, label). The bounds fall between the sizes models come
+# in (3.8B and 4B, 7B to 9B, 12B to 14B, 24B to 32B, 70B and more).
+PARAM_TIERS = [
+    (5.0, "to-4b", "up to 4B"),
+    (10.5, "7-9b", "7–9B"),
+    (20.0, "12-15b", "12–15B"),
+    (40.0, "24-35b", "24–35B"),
+    (65.0, "40-65b", "40–65B"),
+]
+PARAM_TIER_TOP = ("70b-up", "70B and up")
+PARAM_BUCKETS = [(upper, key) for upper, key, _label in PARAM_TIERS]
+PARAM_BUCKET_TOP = PARAM_TIER_TOP[0]
+PARAM_LABELS = {key: label for _upper, key, label in PARAM_TIERS} | dict([PARAM_TIER_TOP])
 
 
 def _clean(text: str) -> str:
@@ -260,6 +272,15 @@ def nominal_gb(value: float | None, sizes: tuple[int, ...]) -> float | None:
     return float(round(value))
 
 
+UNSIZED = " · memory not reported"
+
+
+def unsized_label(label: str) -> str:
+    """A GPU or Apple class without its memory size says so: never a peer of the sized ones
+    (runs.identities.ensure_class first joins it to the one sized class where there is one)."""
+    return label if label.endswith(UNSIZED) else f"{label}{UNSIZED}"
+
+
 def _class_slug(*parts: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", " ".join(parts).lower()).strip("-")[:120]
 
@@ -277,12 +298,11 @@ def hardware_class_of(machine: Mapping) -> dict:
     if vendor == "apple":
         chip = gpu or _apple_chip(machine.get("cpu_model") or "")
         memory = nominal_gb(machine.get("ram_gb") or machine.get("vram_gb"), NOMINAL_MEMORY_GB)
-        size = f" {memory:g} GB" if memory else ""
         return _hw_class(
             kind="apple",
             key=f"apple|{slug(chip)}|{memory or 0:g}",
             slug=_class_slug(chip, f"{memory:g}gb" if memory else ""),
-            label=f"{chip}{size}",
+            label=f"{chip} {memory:g} GB" if memory else unsized_label(chip),
             vendor=vendor,
             chip=chip,
             memory_gb=memory,
@@ -295,7 +315,7 @@ def hardware_class_of(machine: Mapping) -> dict:
         per_card = nominal_gb(total / (1 if mixed else count), NOMINAL_VRAM_GB) if total else None
         memory = (per_card if mixed else per_card * count) if per_card else None
         times = f"{count}× " if count > 1 and not mixed else ""
-        size = (f" · {per_card:g} GB" if mixed else f" {per_card:g} GB") if per_card else ""
+        size = (f" · {per_card:g} GB" if mixed else f" {per_card:g} GB") if per_card else UNSIZED
         return _hw_class(
             kind="gpu",
             key=f"gpu|{slug(gpu)}|{count}|{per_card or 0:g}",

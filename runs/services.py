@@ -11,7 +11,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from core import pagecache as board_cache
-from runs import lanes, normalize
+from runs import lanes, methods, normalize
 from runs.importers.records import RunRecord
 from runs.models import (
     SPEED_METRICS,
@@ -76,10 +76,18 @@ def resolve_identities(records: list[RunRecord]) -> list[tuple[Stack, Hardware |
 
 def _identity_keys(record: RunRecord) -> tuple[str, str]:
     """The record's stack key and machine key ("" without hardware), as the models store them."""
-    machine = ""
-    if record.hardware is not None:
-        machine = normalize.hardware_identity(**_hardware_fields(record))["canonical_key"]
-    return normalize.stack_identity(**_stack_fields(record)), machine
+    machine = machine_identity(record)
+    return normalize.stack_identity(**_stack_fields(record)), machine[
+        "canonical_key"
+    ] if machine else ""
+
+
+def machine_identity(record: RunRecord) -> dict | None:
+    """The normalised machine a record names (Hardware's fields and its canonical key), or
+    None when it names none (a remote endpoint's run)."""
+    if record.hardware is None:
+        return None
+    return normalize.hardware_identity(**_hardware_fields(record))
 
 
 def _hardware_for(record: RunRecord) -> Hardware | None:
@@ -147,6 +155,9 @@ def new_run(
         client_run_id=record.client_run_id,
         benchmark_id=record.benchmark_id,
         benchmark_version=record.benchmark_version,
+        speed_version=methods.speed_version(
+            record.method, record.source_format, record.speed_version
+        ),
         profile=record.profile,
         requested_profile=record.requested_profile,
         score_schema_version=record.score_schema_version,
@@ -159,7 +170,8 @@ def new_run(
         scoring_mode=record.scoring_mode,
         overall_score=record.overall_score if scored else None,
         quality_score=record.quality_score if scored else None,
-        speed_score=record.speed_score if scored else None,
+        # A speed-only run has its speed suite's score (the receipts show it) but no other.
+        speed_score=record.speed_score if record.outcome == Outcome.COMPLETE else None,
         reliability_score=record.reliability_score if scored else None,
         value_score=record.value_score if scored else None,
         speed_sample_count=record.speed_sample_count,

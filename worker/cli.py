@@ -181,6 +181,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from worker.cli_compare import render_compare
 
+    if args.run_b is None:
+        from worker.cli_standing import cmd_standing, is_run_address
+
+        if not args.site and not is_run_address(args.run_a):
+            raise UsageError(
+                "compare needs two runs, or one run and --site",
+                hint="`benchloop compare A B` compares two runs here; `benchloop compare RUN "
+                "--site URL` says where RUN stands among its class on the site.",
+            )
+        return cmd_standing(args, out)
+    if args.site:
+        raise UsageError(
+            "--site takes one run", hint="`benchloop compare RUN --site URL`, or two runs alone."
+        )
     a = load_bundle(find_run(args.run_a))
     b = load_bundle(find_run(args.run_b))
     result = compare_bundles(a, b)
@@ -262,7 +276,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     # Kept beside run.json (which stays exactly as measured) so users can see what was sent.
     (path.parent / "submission.json").write_text(json.dumps(record, indent=1) + "\n")
     if args.json:
-        print_json(record)
+        from worker.cli_standing import ask_quietly
+
+        print_json({**record, "standing": ask_quietly(site, key, result.body.get("id"))[0]})
     else:
         verb = "uploaded" if result.created else "already on the site (same client_run_id)"
         state = _review_state(result.body)
@@ -270,6 +286,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if record["url"]:
             # On a line of its own and never wrapped, so it can be clicked or copied whole.
             out.print(Text(record["url"]), soft_wrap=True)
+        from worker.cli_standing import after_submit
+
+        after_submit(out, err, site, key, result.body.get("id"))
     return EXIT_OK
 
 
@@ -430,10 +449,19 @@ def build_parser() -> argparse.ArgumentParser:
     runs.set_defaults(handler=cmd_list)
 
     compare = command(
-        "compare", "compare two runs on their shared speed tasks: ratio, interval, significance"
+        "compare",
+        "compare two runs on their shared speed tasks (ratio, interval, significance), or say "
+        "where one run stands among its class on a site (--site)",
     )
     compare.add_argument("run_a", metavar="RUN_A", help="run id, prefix, folder or run.json")
-    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument(
+        "run_b", metavar="RUN_B", nargs="?", help="the second run (not with --site)"
+    )
+    compare.add_argument(
+        "--site",
+        help="where RUN_A stands on this site; RUN_A may also be a site run id or its page's "
+        "address (a local run's site is the one it was sent to)",
+    )
     compare.set_defaults(handler=cmd_compare)
 
     submit = command("submit", "upload a run (default: the latest) to a BenchLoop site")

@@ -82,6 +82,8 @@ class TaskRecord(TypedDict):
     # The model's answer: kept in run.json, never uploaded (worker.engine.bundle.upload_view).
     output: str
     execution_ok: bool
+    # The server's finish reason, or "loop" where the engine stopped a repeating answer
+    # (worker.engine.loops; metadata["loop"] then holds the span's size and repeats).
     finish_reason: str | None
     metadata: dict[str, Any]
 
@@ -315,6 +317,8 @@ class Bundle(TypedDict):
     version: str
     benchmark_id: str
     benchmark_version: str
+    # worker.engine.scoring.SPEED_METHOD_VERSION (bundles from before it was recorded lack it).
+    speed_method_version: NotRequired[str]
     benchmark_profile: str
     requested_profile: str
     manifest_hash: str
@@ -343,7 +347,7 @@ class Bundle(TypedDict):
     total_runtime_sec: float
     overall_score: float | None
     quality_score: float | None
-    speed_score: float
+    speed_score: float | None
     reliability_score: float
     value_score: float | None
     speed_metrics: SpeedMetrics
@@ -449,7 +453,7 @@ class RunCompleted(TypedDict):
     status: RunStatus
     overall_score: float | None
     quality_score: float | None
-    speed_score: float
+    speed_score: float | None
     reliability_score: float
     total_runtime_sec: float
     benchmark_profile: str

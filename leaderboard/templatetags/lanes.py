@@ -1,4 +1,5 @@
-"""How a lane's figures read on a page: a median with its 95% interval, or "n too small"."""
+"""How a lane's figures read on a page: a median with its 95% interval, or with "1 run" or
+"2 runs" beside it where there is no interval yet (runs.figures)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from runs.lane_rows import Interval
+from runs.figures import Interval, runs_text
 
 register = template.Library()
-TOO_SMALL = '<span class="too-small" title="a median needs three runs">n too small</span>'
 
 
 def _fmt(value: float, digits: int) -> str:
@@ -20,11 +20,16 @@ def _fmt(value: float, digits: int) -> str:
 
 @register.filter
 def ci(value: Interval | None, digits: int = 1) -> str:
-    """'123.4 (95% CI 120.1–125.0)' as HTML, or 'n too small' below three runs."""
-    if value is None or value.n == 0:
+    """'123.4 (95% CI 120.1–125.0)' as HTML, or '123.4 (2 runs)' below three runs."""
+    if value is None or value.n == 0 or value.median is None:
         return mark_safe('<span class="muted">—</span>')
-    if value.median is None:
-        return mark_safe(TOO_SMALL)
+    if not value.has_interval:
+        return format_html(
+            '<span class="median-value">{}</span> <span class="ci few-runs"'
+            ' title="an interval needs three runs">{}</span>',
+            _fmt(value.median, digits),
+            runs_text(value.n),
+        )
     return format_html(
         '<span class="median-value">{}</span> <span class="ci">95% CI {}–{}</span>',
         _fmt(value.median, digits),
@@ -67,10 +72,10 @@ def run_figure(value, digits: int = 1) -> str:
 @register.filter
 def ci_text(value: Interval | None, digits: int = 1) -> str:
     """The same as plain text (for titles, descriptions and share images)."""
-    if value is None or value.n == 0:
+    if value is None or value.n == 0 or value.median is None:
         return "—"
-    if value.median is None:
-        return "n too small"
+    if not value.has_interval:
+        return f"{_fmt(value.median, digits)} ({runs_text(value.n)})"
     low, high = _fmt(value.low, digits), _fmt(value.high, digits)
     return f"{_fmt(value.median, digits)} (95% CI {low}–{high})"
 

@@ -8,7 +8,8 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from leaderboard.filters import SORTS, BoardFilters
+from leaderboard.filters import PARAM_CHOICES, SORTS, BoardFilters
+from runs import roofline
 
 register = template.Library()
 DASH = "—"
@@ -63,6 +64,28 @@ def without_qs(filters: BoardFilters, name: str) -> str:
     return f"?{query.urlencode()}" if query else ""
 
 
+@register.inclusion_tag("leaderboard/_size_tabs.html")
+def size_tabs(filters: BoardFilters, path: str) -> dict:
+    """Model-size tiers as tabs over the board (people shop by what fits), other filters kept."""
+    return {
+        "path": path,
+        "current": filters.params,
+        "any_qs": board_qs(filters, params=""),
+        "tiers": [(key, label, board_qs(filters, params=key)) for key, label in PARAM_CHOICES],
+    }
+
+
+@register.filter
+def moe_active(stack) -> str:
+    """'MoE · 3B active' for a mixture-of-experts stack whose active size is known, else ''."""
+    weights = roofline.model_weights(stack.model_id, stack.params_b)
+    if weights is None or not weights.is_moe:
+        return ""
+    if not weights.active_known:
+        return "MoE · active parameters unknown"
+    return f"MoE · {weights.active_b:g}B active"
+
+
 @register.inclusion_tag("leaderboard/_sort_th.html")
 def sort_th(filters: BoardFilters, key: str, path: str, label: str = "", title: str = "") -> dict:
     """A sortable column header: a real link, swapped in place by htmx when it is loaded."""
@@ -86,13 +109,12 @@ def sort_th(filters: BoardFilters, key: str, path: str, label: str = "", title: 
 
 @register.simple_tag
 def figure(value, digits: int = 1) -> str:
-    """A row's figure (leaderboard.rows.Figure): the median with its 95% interval under it, or
-    the best run's own value, marked so, when the lane has fewer than three runs (the row's
-    n column then says "n too small")."""
+    """A row's figure (leaderboard.rows.Figure): the median with its 95% interval under it, or,
+    for a lane of one or two runs, the median with "1 run" or "2 runs" under it."""
     if value is None or value.value is None:
         return DASH
     shown = num(value.value, digits)
-    if value.median:
+    if value.has_interval:
         # No title per cell: the column headers and the legend say what the line is, and a
         # page has two hundred of these.
         return format_html(
@@ -101,7 +123,22 @@ def figure(value, digits: int = 1) -> str:
             num(value.low, digits),
             num(value.high, digits),
         )
-    return format_html('<span class="fig">{}</span><span class="ci small-n">best run</span>', shown)
+    return format_html(
+        '<span class="strong fig">{}</span><span class="ci small-n">{}</span>',
+        shown,
+        value.runs_text,
+    )
+
+
+@register.filter
+def figure_words(value, digits: int = 1) -> str:
+    """A row's figure in a sentence: '56.0 (51.2–60.3, 7 runs)' or '56.0 (2 runs)'."""
+    if value is None or value.value is None:
+        return "—"
+    if value.has_interval:
+        interval = f"{num(value.low, digits)}–{num(value.high, digits)}"
+        return f"{num(value.value, digits)} ({interval}, {value.runs_text})"
+    return f"{num(value.value, digits)} ({value.runs_text})"
 
 
 # Charts draw hundreds of marks; building them with format_html_join (which escapes every
@@ -110,9 +147,14 @@ def figure(value, digits: int = 1) -> str:
 
 @register.simple_tag
 def scatter_marks(chart) -> str:
+    # Each dot is a link (focusable) named by its <title>, which shows on hover; the short
+    # label beside it shows on hover and focus (CSS), and always for the Pareto front. No
+    # aria-label: the name must hold the visible text, which the title and label make up.
     return format_html_join(
         "",
-        '<a href="{}"><circle class="pt{}" cx="{}" cy="{}" r="{}"><title>{}{}</title></circle></a>',
+        '<a href="{}"><circle class="pt{}" cx="{}" cy="{}" r="{}">'
+        '<title>{}{}</title></circle><text class="pt-name{}" x="{}" y="{}" text-anchor="{}">'
+        "{}</text></a>",
         (
             (
                 p.href,
@@ -122,6 +164,11 @@ def scatter_marks(chart) -> str:
                 "5.5" if p.on_front else "3.5",
                 "Pareto front: " if p.on_front else "",
                 p.label,
+                " front" if p.on_front else "",
+                p.name_x,
+                p.name_y,
+                p.name_anchor,
+                p.name,
             )
             for p in chart.points
         ),

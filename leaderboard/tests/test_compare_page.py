@@ -58,7 +58,8 @@ def test_hw_picks_the_class_and_the_classes_are_shown_side_by_side(client: Clien
     html = client.get(f"/compare/?stacks={a},{b}&hw=h100").content.decode()
     assert "On H100 80 GB" in html
     decode = _row(html, "Decode tok/s")
-    assert "n too small" in decode and "410.0" in decode  # one run of slow:8b, three of fast
+    # One run of slow:8b: its median with "1 run", no interval; three of fast, with one.
+    assert "1 run" in decode and "95% CI 400.0–420.0" in decode and "n too small" not in decode
     # One run of slow:8b there: the test falls back to the two best runs' trials, on the H100.
     assert "repeated samples of each stack’s best run on this hardware" in html
     table = html.split("Every hardware class, side by side")[1].split("</table>")[0]
@@ -135,11 +136,12 @@ def test_with_one_stack_it_offers_a_picker(client: Client) -> None:
 def test_the_query_count_does_not_grow_with_runs(client: Client, django_assert_num_queries) -> None:
     a, b = _two_stacks()
     path = f"/compare/?stacks={a},{b}"
-    with django_assert_num_queries(5):  # stacks, picker, runs, attempts, suites
+    # stacks, picker, runs, attempts, suites, and each side's place on the class's board
+    with django_assert_num_queries(7):
         client.get(path)
     _runs("rtx-4090", "slow:8b", range(100, 160))
     _runs("h100", "fast:8b", range(500, 560))
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(7):
         client.get(path)
     with django_assert_num_queries(6):  # plus the hardware the filter allows
         client.get(path + "&vendor=nvidia")

@@ -35,7 +35,8 @@ def test_the_csv_holds_every_row_of_the_filtered_view_in_order(client: Client) -
     assert [r["model"] for r in rows] == ["b:8b", "c:8b", "a:8b"]
     assert rows[0]["rank"] == "1" and rows[0]["overall_best_run"] == "70.0"
     assert {r["hardware"] for r in rows} == {"RTX 4090 24 GB"}
-    assert rows[0]["hardware_class"] == "rtx-4090-24gb" and rows[0]["n_too_small"] == "True"
+    assert rows[0]["hardware_class"] == "rtx-4090-24gb" and rows[0]["few_runs"] == "True"
+    assert rows[0]["overall"] == "70.0" and rows[0]["overall_ci95_low"] == ""
     assert rows[0]["decode_tps"] == "50.0" and rows[0]["decode_tps_ci95_low"] == ""
     assert rows[0]["stack_url"].startswith("http://testserver/stacks/")
     assert [r["model"] for r in _csv(client, "?engine=vllm")] == ["c:8b"]

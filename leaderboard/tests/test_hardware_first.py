@@ -11,8 +11,10 @@ import re
 import pytest
 from django.test import Client
 
+from leaderboard import cache as board_cache
 from leaderboard.tests.factories import add_runs, hardware_class, lane, record
-from runs.models import Lane, Stack
+from runs.models import Lane, Run, Stack
+from runs.services import refresh_stack_stats
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
@@ -71,13 +73,16 @@ def test_the_default_view_is_the_class_with_the_most_runs(client: Client, machin
     rows = _table(html)
     assert [r["model"] for r in rows] == ["alpha:8b", "beta:8b"]  # overall 69 against 57
     assert {r["hardware"] for r in rows} == {"RTX 4090 24 GB"}
-    # alpha's three 4090 runs: median 110 with its interval; beta's two: n too small.
+    # alpha's three 4090 runs: median 110 with its interval; beta's two: their median, no
+    # interval, ranked after alpha.
     assert rows[0]["decode"] == ["110.0", "100.0–120.0"]
-    assert rows[1]["decode"] == ["210.0", "best", "run"]
-    assert "n too small" in html.split(">beta:8b</a>")[1].split("</tr>")[0]
+    assert rows[1]["decode"] == ["205.0", "2", "runs"]
+    assert "n too small" not in html
     assert 'class="chart-svg scatter"' in html  # one class: the chart is drawn
-    # The "your hardware" menu shows the default class as chosen, and offers the rest.
-    assert '<option value="rtx-4090-24gb" selected>' in html
+    # The "your hardware" menu names the default class without choosing it for the visitor
+    # (issue 29), and offers the rest.
+    assert '<option value="" selected>Pick yours (now RTX 4090 24 GB, the most runs)<' in html
+    assert '<option value="rtx-4090-24gb">' in html
     for value in ('value="h100-80gb"', 'value="vram:24"', 'value="fits:24"', 'value="all"'):
         assert value in html
 
@@ -86,7 +91,7 @@ def test_picking_a_class_shows_only_that_class_speeds(client: Client, machines) 
     html = client.get("/leaderboard/?hw=h100-80gb").content.decode()
     rows = _table(html)
     assert [(r["model"], r["hardware"]) for r in rows] == [("alpha:8b", "H100 80 GB")]
-    assert rows[0]["decode"] == ["520.0", "best", "run"]
+    assert rows[0]["decode"][1:] == ["2", "runs"]
     for other in ("110.0", "85.0", "210.0", "RTX 4090 24 GB</a>"):
         assert other not in html.split('id="results"')[1]
     assert "Every speed on this page was measured on H100 80 GB" in html
@@ -199,19 +204,38 @@ def test_benchmark_versions_are_never_ranked_together(client: Client) -> None:
 
 def test_runs_that_name_no_benchmark_version_are_a_version_of_their_own(client: Client) -> None:
     add_runs(
-        record(model_id="old:8b", score_scale="speed", benchmark_version="", decode=40),
-        record(model_id="new:8b", score_scale="speed", benchmark_version="4.0.0", decode=50),
+        record(model_id="old:8b", benchmark_version="", overall=40),
+        record(model_id="new:8b", benchmark_version="4.0.0", overall=50),
     )
     # One row each: the tie goes to the newer version.
-    newest = client.get("/leaderboard/?scale=speed").content.decode()
+    newest = client.get("/leaderboard/").content.decode()
     assert [r["model"] for r in _table(newest)] == ["new:8b"]
     assert "this view shows 4.0.0, the version with the most rows here. Other versions: <a" in (
         newest
     )
-    assert 'href="/leaderboard/?scale=speed&amp;bv=unversioned"' in newest
-    unversioned = client.get("/leaderboard/?scale=speed&bv=unversioned").content.decode()
+    assert 'href="/leaderboard/?bv=unversioned"' in newest
+    unversioned = client.get("/leaderboard/?bv=unversioned").content.decode()
     assert [r["model"] for r in _table(unversioned)] == ["old:8b"]
     assert '<option value="unversioned" selected>' in unversioned
+
+
+def test_speeds_of_one_method_share_a_board_across_benchmark_versions(client: Client) -> None:
+    """A new benchmark version (new quality tasks) leaves the speed-only board whole while the
+    speed method is the same; a new speed method is a version of its own (issue 29)."""
+    add_runs(
+        record(model_id="old:8b", score_scale="speed", benchmark_version="3.1.0", decode=40),
+        record(model_id="new:8b", score_scale="speed", benchmark_version="4.0.0", decode=50),
+    )
+    board = client.get("/leaderboard/?scale=speed").content.decode()
+    assert [r["model"] for r in _table(board)] == ["new:8b", "old:8b"]
+    assert "speed method cli-0.3" in board and "Other versions" not in board
+    Run.objects.filter(stack__model_id="new:8b").update(speed_version="2")
+    refresh_stack_stats(stack_ids=list(Stack.objects.values_list("id", flat=True)))
+    board_cache.bump()
+    split = client.get("/leaderboard/?scale=speed").content.decode()
+    assert [r["model"] for r in _table(split)] == ["new:8b"]  # the tie goes to the newer one
+    assert "Only one speed method version" in split
+    assert 'href="/leaderboard/?scale=speed&amp;bv=cli-0.3"' in split
 
 
 def test_the_row_says_how_many_attempts_the_best_run_was_picked_from(client: Client) -> None:
@@ -219,7 +243,7 @@ def test_the_row_says_how_many_attempts_the_best_run_was_picked_from(client: Cli
     Lane.objects.all().delete()
     lane(Stack.objects.get(), hardware_class(), best_run=run, attempt_count=6)
     html = client.get("/leaderboard/?hw=rtx-4090-24gb").content.decode()
-    assert "best of 6" in html and "n too small" in html
+    assert "best 80.0 of 6" in html and "n too small" not in html
 
 
 def test_run_filters_compute_the_same_figures_as_the_stored_lanes(client: Client, machines) -> None:
@@ -244,13 +268,13 @@ def test_the_api_answers_the_same_hardware_choice(client: Client, machines) -> N
         for r in data["results"]
         if r["hardware_class"]["slug"] == "rtx-4090-24gb" and r["stack"]["model_id"] == "alpha:8b"
     )
-    assert alpha["decode_tps"] == {"value": 110.0, "median": True, "ci95": [100.0, 120.0]}
+    assert alpha["decode_tps"] == {"value": 110.0, "n": 3, "ci95": [100.0, 120.0]}
 
 
 def test_the_landing_page_starts_with_your_hardware(client: Client, machines) -> None:
     html = client.get("/").content.decode()
-    assert 'action="/leaderboard/"' in html and '<select id="landing-hw" name="hw">' in html
-    assert '<option value="rtx-4090-24gb" selected>' in html
+    assert 'action="/leaderboard/"' in html and '<select id="landing-hw" name="hw"' in html
+    assert '<option value="rtx-4090-24gb">' in html  # offered, not chosen (issue 29)
     assert 'href="/leaderboard/?hw=h100-80gb"' in html  # a popular class, one click away
     top = html.split('id="top-title"')[1]
     assert "Top stacks on RTX 4090 24 GB" in top

@@ -19,6 +19,7 @@ EXTRA_QUERY = {
     "leaderboard:compare_image": "",
     "leaderboard:matrix_csv": "?model={model}&hw={hw}",
     "api-matrix": "?model={model}&hw={hw}",
+    "api-estimates": "?hw={hw}",
 }
 
 
@@ -65,6 +66,7 @@ def _kwargs(name: str, ids: dict) -> dict:
         "api-stack": {"pk": ids["stack"]},
         "api-run": {"pk": ids["run"]},
         "api-run-state": {"pk": ids["run"]},
+        "api-run-standing": {"pk": ids["run"]},
         "api-job": {"pk": ids["job"]},
         "accounts:withdraw": {"run_id": ids["run"]},
         "accounts:delete": {"run_id": ids["run"]},
@@ -92,6 +94,7 @@ def _kwargs(name: str, ids: dict) -> dict:
         "leaderboard:run_image": {"pk": ids["run"]},
         "leaderboard:model": {"model_id": ids["model"]},
         "leaderboard:matrix": {"hw": ids["hw"], "model_id": ids["model"]},
+        "leaderboard:estimate": {"pk": ids["stack"], "hw": ids["hw"]},
         "leaderboard:hardware": {"pk": ids["hardware"]},
         "leaderboard:submitter": {"username": "alice"},
         "leaderboard:imported_submitter": {"name": "ada"},

@@ -124,7 +124,7 @@ def test_comparable_verified_and_date_filters(client: Client) -> None:
     assert "old:8b" not in _rows(client.get("/leaderboard/?days=30").content.decode())
 
 
-def test_rows_show_the_median_with_its_interval_or_say_n_too_small(client: Client) -> None:
+def test_rows_show_the_median_with_its_interval_or_their_run_count(client: Client) -> None:
     add_runs(
         *(
             record(model_id="steady:8b", overall=o, decode=d)
@@ -139,24 +139,31 @@ def test_rows_show_the_median_with_its_interval_or_say_n_too_small(client: Clien
     # Three runs: the median decode 50 with the sign-test interval, which for n = 3 is min–max.
     interval = '<span class="ci">40.0–90.0</span>'
     assert f'<span class="strong fig">50.0</span>{interval}' in steady
-    assert ">90.0<" in steady and "best of 3" in steady  # overall: the best run's
-    # Two runs: no median; the best run's own value, marked.
-    assert '<span class="fig">35.0</span>' in pair and "n too small" in pair
-    assert "n too small" not in steady.split("col-decode")[1].split("</td>")[0]
+    # Overall: the median 60 ranks the row; the best run's 90 is evidence under it.
+    assert '<span class="strong fig">60.0</span>' in steady and "best 90.0 of 3" in steady
+    # Two runs: their median, marked with the run count, no interval; ranked after steady
+    # although its overall median (72.5) is higher.
+    assert '<span class="strong fig">32.5</span><span class="ci small-n">2 runs</span>' in pair
+    assert html.index(">steady:8b</a>") < html.index(">pair:8b</a>")
+    assert "n too small" not in html
 
 
 def test_sorting_by_decode_speed_orders_the_rows_and_flips_on_a_second_click(
     client: Client, demo
 ) -> None:
     html = client.get("/leaderboard/?sort=decode", headers=HTMX).content.decode()
-    speeds = [
-        float(x.replace(",", ""))
-        for x in re.findall(
-            r'<td class="num col-decode"><span class="[^"]*fig">([\d.,]+)</span>', html
-        )
-    ]
-    assert len(speeds) >= 5  # the default class's rows in the small demo seed
-    assert speeds == sorted(speeds, reverse=True)
+    cells = re.findall(
+        r'<td class="num col-decode"><span class="[^"]*fig">([\d.,]+)</span>'
+        r'<span class="ci( small-n)?">',
+        html,
+    )
+    assert len(cells) >= 5  # the default class's rows in the small demo seed
+    # Rows of three runs or more first, then those of one or two; each tier fastest first.
+    tiers = [bool(few) for _speed, few in cells]
+    assert tiers == sorted(tiers)
+    for tier in (False, True):
+        speeds = [float(v.replace(",", "")) for v, few in cells if bool(few) == tier]
+        assert speeds == sorted(speeds, reverse=True)
     assert 'aria-sort="descending"' in html
     assert 'href="/leaderboard/?sort=decode&amp;dir=asc"' in html
     ascending = client.get("/leaderboard/?sort=decode&dir=asc", headers=HTMX).content.decode()
@@ -199,13 +206,14 @@ def test_legacy_rows_are_on_their_own_scale(client: Client, fixtures_dir) -> Non
     [
         # the default class on v3 and on speed only (which scale opens the site), the
         # measurement methods in view, benchmark versions, narrow lanes, the page's lanes,
-        # which rows have a harness matrix; two facets
-        ("", 9),
+        # which rows have a harness matrix; two facets; and the single class's estimates
+        # (leaderboard.estimated: the class, the lanes measured there and elsewhere, ...)
+        ("", 15),
         # the classes replace the default; the rows on each scale there pick its scale
         ("?vendor=nvidia&engine=llama.cpp", 10),
         # runs instead of lanes: how many (capped), the runs, their stacks, classes, best runs,
-        # attempts, submitters and the matrix links
-        ("?days=30", 14),
+        # attempts, submitters and the matrix links; and the estimates, as above
+        ("?days=30", 20),
     ],
 )
 def test_the_query_count_does_not_grow_with_rows(

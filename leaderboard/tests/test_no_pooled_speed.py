@@ -22,13 +22,16 @@ from itertools import chain
 from urllib.parse import urlsplit
 
 import pytest
+from django.db.models import Avg
 from django.test import Client, RequestFactory
 from django.urls import resolve
 
 from leaderboard.tests.lane_factories import hw_class, on_class, speed_record
 from leaderboard.views import images
-from runs.models import Run
+from runs.importers.records import SuiteRecord
+from runs.models import Run, SuiteResult
 from submissions.tests.surfaces import assert_renders, public_urls
+from worker.engine.scoring import SPEED_SUITES
 from worker.engine.stats import median_interval
 
 pytestmark = pytest.mark.django_db
@@ -268,3 +271,82 @@ def test_grouped_views_rank_each_class_among_itself(client: Client) -> None:
         (line.split(",")[header.index("hardware")], int(line.split(",")[0])) for line in lines[1:]
     ]
     assert not ranked_across_classes(ranked), ranked
+
+
+# --- per-suite tables (issue 29): a suite that scores speed belongs to one class -------------
+
+# The speed suite's score of each class's runs; pooled, they would average 54.5.
+SPEED_SUITE_SCORES = {"rtx-4090": 21.25, "h100": 87.75}
+POOLED_SPEED_SUITE = 54.5
+
+
+def per_suite_rows(html: str) -> list[tuple[str, str]]:
+    """(suite, the rest of its row) for each row of a page's "Per-suite scores" table."""
+    if "Per-suite scores" not in html:
+        return []
+    table = html.split("Per-suite scores", 1)[1].split("</table>", 1)[0]
+    return re.findall(r'<tr><th scope="row">([^<]+)</th>(.*?)</tr>', table, re.S)
+
+
+def speed_in_suite_table(html: str) -> list[str]:
+    """What is wrong with a page's per-suite table: a suite that scores speed, or the speed
+    suite's score pooled over classes, shown in it."""
+    problems = []
+    for suite, cells in per_suite_rows(html):
+        if suite.strip() in SPEED_SUITES:
+            problems.append(f"{suite.strip()} row")
+        if f"{POOLED_SPEED_SUITE:.1f}" in cells:
+            problems.append(f"{suite.strip()} shows the pooled speed score")
+    return problems
+
+
+def _plant_speed_suites() -> list[int]:
+    """Two stacks, each with three runs on each of two classes, every run scoring the speed
+    suite at its class's value."""
+    stacks = []
+    for harness in STACK_OFFSET:
+        for slug, score in SPEED_SUITE_SCORES.items():
+            records = []
+            for step in STEPS:
+                made = speed_record(
+                    slug,
+                    model_id="suite-probe",
+                    harness=harness,
+                    decode=90 + step,
+                    prefill=900,
+                    ttft=40,
+                )
+                made.suites.append(
+                    SuiteRecord(suite="speed", score=score, task_count=9, pass_count=9)
+                )
+                records.append(made)
+            stacks.append(on_class(slug, *records)[0].stack_id)
+    return sorted(set(stacks))
+
+
+def test_the_check_catches_a_per_suite_table_that_averages_speed() -> None:
+    old = (
+        "<h2>Per-suite scores</h2><table><tbody>"
+        '<tr><th scope="row">speed</th><td class="num">54.5</td></tr>'
+        '<tr><th scope="row">toolcall</th><td class="num">55.0</td></tr></tbody></table>'
+    )
+    assert speed_in_suite_table(old) == ["speed row", "speed shows the pooled speed score"]
+    assert speed_in_suite_table(old.replace("speed</th>", "reasoning</th>")) == [
+        "reasoning shows the pooled speed score"
+    ]
+
+
+def test_per_suite_tables_never_average_speed_across_classes(client: Client) -> None:
+    s1, s2 = _plant_speed_suites()
+    # The planted data would pool: every speed suite score of the stack, over both classes.
+    pooled = SuiteResult.objects.filter(run__stack_id=s1, suite="speed").aggregate(m=Avg("score"))
+    assert pooled["m"] == pytest.approx(POOLED_SPEED_SUITE)
+    for url in (
+        f"/stacks/{s1}/",
+        f"/stacks/{s1}/?hw=h100",
+        f"/compare/?stacks={s1},{s2}",
+        f"/compare/?stacks={s1},{s2}&hw=rtx-4090",
+    ):
+        html = client.get(url).content.decode()
+        assert per_suite_rows(html), url  # not vacuous: the table is there, with quality suites
+        assert speed_in_suite_table(html) == [], url

@@ -175,6 +175,10 @@ def test_every_documented_operation_is_exercised(client: Client, published, alic
         ("get", "/api/v1/runs/{id}/state"): lambda: client.get(
             f"/api/v1/runs/{published['run']}/state", headers=auth
         ),
+        ("get", "/api/v1/runs/{id}/standing"): lambda: client.get(
+            f"/api/v1/runs/{published['run']}/standing"
+        ),
+        ("get", "/api/v1/estimates"): lambda: client.get("/api/v1/estimates?hw=rtx-4090-24gb"),
         ("post", "/api/v1/runs/external"): lambda: client.post(
             "/api/v1/runs/external", data="{}", content_type="application/json", headers=auth
         ),

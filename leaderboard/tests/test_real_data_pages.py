@@ -56,7 +56,7 @@ def test_picked_hardware_shows_real_rows_with_method_and_provenance(
     settings.BENCHLOOP_FIXTURES_DIR, settings.BENCHLOOP_REAL_DATA_DIR = fixtures_dir, REAL
     out = io.StringIO()
     call_command("seed_real", stdout=out)
-    assert out.getvalue().splitlines()[-1].endswith("real runs, none synthetic")
+    assert out.getvalue().splitlines()[-2].endswith("real runs, none synthetic")
     landing = client.get("/").content.decode()
     assert "Where the runs come from" in landing and "imported from" in landing
     assert "Demo data" not in landing  # nothing synthetic was seeded

@@ -73,9 +73,10 @@ def test_one_lane_per_hardware_class_with_medians_and_ci95(client: Client) -> No
     assert "58.0" in rtx and "95% CI 52.0–63.0" in rtx and ">4<" in rtx
     h100 = _lane(html, "H100 80 GB")
     assert "305.0" in h100 and "95% CI 301.0–310.0" in h100
-    # One run is too few for a median: no figure is made up.
+    # One run: its own figure as the median, marked "1 run", with no interval made up.
     cpu = _lane(html, "CPU only: AMD EPYC 9454")
-    assert "n too small" in cpu and "25.0" not in cpu
+    assert "25.0" in cpu and "1 run" in cpu and "95% CI" not in cpu
+    assert "n too small" not in html
     # Nothing on the page pools the classes: not the old headline, not the mean of all runs.
     assert "Decode tok/s, median of runs" not in html and "146.5" not in html
     assert "Quality, all hardware pooled:" in html
@@ -131,7 +132,7 @@ def test_it_accepts_the_leaderboards_filters(client: Client) -> None:
     assert "Only runs matching <strong>H100 80 GB" in html
     # A date filter: only the two newest 4090 runs (and the others, a day old) are counted.
     recent = client.get(f"/stacks/{stack.id}/?days=7&hw=rtx-4090").content.decode()
-    assert "n too small" in _lane(recent, "RTX 4090 24 GB")
+    assert "2 runs" in _lane(recent, "RTX 4090 24 GB")
     # The leaderboard's machine filters work here too: NVIDIA keeps two classes, apart.
     nvidia = client.get(f"/stacks/{stack.id}/?vendor=nvidia").content.decode()
     assert 'data-class="h100"' in nvidia and 'data-class="cpu-epyc"' not in nvidia
@@ -165,11 +166,13 @@ def test_the_query_count_does_not_grow_with_runs(client: Client, django_assert_n
     # stack, run count and page, run values, attempts, classes, suites, whether the model has
     # harness matrix runs, the recipe's run, the counted runs' sweeps
     stack = _stack()
-    with django_assert_num_queries(10):
+    # and the lanes' places on their classes' boards
+    with django_assert_num_queries(11):
         client.get(f"/stacks/{stack.id}/")
     for slug in ("rtx-4090", "h100", "m3-max-64"):
         on_class(slug, *(_run(slug, decode=40 + i) for i in range(30)))
-    with django_assert_num_queries(10):
+    # and the lanes' places on their classes' boards
+    with django_assert_num_queries(11):
         client.get(f"/stacks/{stack.id}/?page=2")
     with django_assert_num_queries(3):
         client.get(f"/stacks/{stack.id}/", headers=HTMX)

@@ -23,9 +23,10 @@ from django_htmx.middleware import HtmxDetails
 from core.conditional import revalidated
 from core.feeds import XmlSafeAtomFeed
 from leaderboard import cache as board_cache
-from leaderboard import charts, exports, matrix, queries
+from leaderboard import charts, estimated, exports, matrix, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
+from leaderboard.hardware_menu import hardware_menu
 from runs.methods import METHODS
 from runs.models import HardwareClass, HardwareKind, Run, Stack
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
@@ -109,7 +110,6 @@ def _landing_context(request: HttpRequest) -> dict:
         "top_quality": top_quality.rows[:5],
         "hardware_menu": hardware_menu(choices),
         "hardware_links": _popular(choices),
-        "default_hw": top.scope.single.slug if top.scope.single else "",
         "site_url": _base_url(request),
         "return_path": reverse("leaderboard:home"),
     }
@@ -122,48 +122,10 @@ def _popular(choices: list[dict], count: int = 6) -> list[dict]:
     )[:count]
 
 
-def hardware_menu(choices: list[dict]) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The "your hardware" menu: (group, [(value, label)]) with every class that has runs,
-    VRAM sizes, "what fits in", kinds and the all-hardware view (see BoardFilters.from_query
-    for the prefixed values)."""
-    by_kind: dict[str, list[tuple[str, str]]] = {}
-    for choice in choices:
-        by_kind.setdefault(choice["kind"], []).append((choice["slug"], choice["label"]))
-    groups = [
-        (title, by_kind[kind])
-        for kind, title in (
-            (HardwareKind.GPU, "GPUs"),
-            (HardwareKind.APPLE, "Apple silicon"),
-            (HardwareKind.CPU, "CPU only"),
-            (HardwareKind.REMOTE, "Remote endpoints (not your machine)"),
-        )
-        if by_kind.get(kind)
-    ]
-    memories = {c["memory_gb"] for c in choices if c["kind"] == HardwareKind.GPU and c["memory_gb"]}
-    sizes = [
-        (f"vram:{key}", f"any GPU with {label} VRAM")
-        for key, label in board_filters.VRAM_CHOICES
-        if any(low < m <= high for m in memories for low, high in [queries.vram_range(key)])
-    ]
-    if sizes:
-        groups.append(("By VRAM size", sizes))
-    groups.append(
-        (
-            "What fits in my memory",
-            [(f"fits:{key}", f"fits in {label}") for key, label in board_filters.FITS_CHOICES],
-        )
-    )
-    kinds = [("kind:cpu", "any CPU-only machine"), ("kind:apple", "any Apple chip")]
-    groups.append(("Kinds", kinds))
-    groups.append(
-        ("Across machines", [(board_filters.ALL_HARDWARE, "All hardware (quality only)")])
-    )
-    return groups
-
-
-def hw_choice(filters: BoardFilters, default_slug: str) -> tuple[str, list[tuple[str, str]]]:
-    """The menu value that stands for the view's hardware, and hidden fields for the hardware
-    filters the menu cannot show, so a form submitted without JavaScript keeps them."""
+def hw_choice(filters: BoardFilters) -> tuple[str, list[tuple[str, str]]]:
+    """The menu value that stands for the hardware the visitor chose ("" when they chose none:
+    the menu never shows the default class as their choice), and hidden fields for the
+    hardware filters the menu cannot show, so a form submitted without JavaScript keeps them."""
     narrowing = [(name, getattr(filters, name)) for name in board_filters.CLASS_NARROWING]
     set_ = {name: value for name, value in narrowing if value}
     if filters.hw:
@@ -178,7 +140,7 @@ def hw_choice(filters: BoardFilters, default_slug: str) -> tuple[str, list[tuple
         value = "kind:cpu" if filters.cpu else "kind:apple"
         set_.pop("cpu" if filters.cpu else "apple")
     else:
-        value = "" if set_ else default_slug
+        value = ""
     hidden = [(name, "1" if v is True else str(v)) for name, v in set_.items()]
     return value, hidden
 
@@ -230,14 +192,17 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
 def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
     facets = board_cache.cached("facets", "", queries.facets)
     default = None if filters.picks_hardware else queries.default_class(filters.scale)
-    choice, hidden = hw_choice(filters, default.slug if default else "")
+    choice, hidden = hw_choice(filters)
+    menu = hardware_menu(facets["hardware"])
     context = {
         "filters": filters,
         "path": path,
         "facets": facets,
         "hw_value": choice,
+        "hw_default": default.label if default else "",
+        "hw_listed": any(choice == value for _, options in menu for value, _ in options),
         "hw_hidden": hidden,
-        "hardware_menu": hardware_menu(facets["hardware"]),
+        "hardware_menu": menu,
         "versions": queries.benchmark_version(filters)[1],
         "scales": board_filters.SCALES,
         "param_choices": board_filters.PARAM_CHOICES,
@@ -272,6 +237,7 @@ def _results_html(request: HttpRequest, filters: BoardFilters, path: str) -> str
         "path": path,
         "export_qs": pinned_query(filters, result.scope),
         "compare_query": pinned(filters, result.scope).run_filter_query(),
+        "estimates": estimated.board_section(filters, result.scope),
     }
     # The fragment reads nothing of the request but its path (the pager's fallback).
     return _compact(render_to_string("leaderboard/_board_results.html", context, request=request))

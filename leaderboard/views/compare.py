@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from leaderboard import charts, stats, summaries
+from leaderboard import charts, queries, stats, summaries
 from leaderboard.summaries import ShownLane, StackEvidence
 from leaderboard.views.pages import filtered_runs, stack_filters
 from runs.labels import labels_by_id
@@ -153,10 +153,17 @@ def comparison(request: HttpRequest, ordered: list[Stack], labels: dict | None =
     chosen, shared = shared_lane([s.proof for s in sides], hw_id)
     if hw and hw_id is None:
         chosen = None  # a class none of these stacks ran on: nothing to compare on
+    every_run = not filters.run_filter_query()
     for side in sides:
         side.lane = side.proof.lane(chosen) if chosen else None
         scope = side.proof.scope(chosen[1:]) if chosen else None
         side.quality = scope.quality if scope else None
+        if side.lane and every_run:
+            # The board ranks every run's lane: its place is the page's only when no filter
+            # drops runs.
+            class_id = side.lane.figures.hardware_class_id
+            places = queries.lane_places(side.stack, [class_id], *chosen[1:])
+            side.lane.place = places.get(class_id)
     return {
         "sides": sides,
         "chosen": chosen,
@@ -223,9 +230,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     suites = {}
     if chosen:
         scale, version = chosen[1:]
-        suites = summaries.suite_table(
-            found["runs"].filter(score_scale=scale, benchmark_version=version)
-        )
+        suites = summaries.suite_table(found["runs"].of_version(scale, version))
     suite_names = sorted({name for table in suites.values() for name in table})
     hw_query = compare_url(context["ids"], filters.run_filter_query().urlencode())
     context.update(

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_safe
 from leaderboard import share, summaries
 from leaderboard.views.compare import comparison, parse_stack_ids
 from leaderboard.views.pages import filtered_runs, get_public_stack, stack_filters
-from runs.lane_rows import Interval
+from runs.figures import Interval, runs_text
 from runs.models import Run, Stack
 
 CACHE_SECONDS = 24 * 3600
@@ -45,11 +45,11 @@ def _png(card: share.Card) -> HttpResponse:
 
 
 def _median(name: str, value: Interval | None, digits: int = 1) -> share.Metric:
-    """A lane's median as a card metric, its interval in the label, or 'n too small'."""
-    if value is None or value.n == 0:
+    """A lane's median as a card metric, its interval (or its run count) in the label."""
+    if value is None or value.n == 0 or value.median is None:
         return share.Metric(name, "—")
-    if value.median is None:
-        return share.Metric(f"{name} · {value.n} run{'s' if value.n != 1 else ''}", "n too small")
+    if not value.has_interval:
+        return share.Metric(f"{name} · {runs_text(value.n)}", _fmt(value.median, digits))
     interval = f"95% CI {_fmt(value.low, digits)}–{_fmt(value.high, digits)}"
     return share.Metric(f"{name} · {interval}", _fmt(value.median, digits))
 

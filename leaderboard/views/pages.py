@@ -23,6 +23,7 @@ from leaderboard.views.board import HtmxHttpRequest, scatter_for
 from runs import lane_rows as lane_rules
 from runs import public
 from runs.labels import labels_by_id
+from runs.lanes import run_lane_version
 from runs.models import (
     Hardware,
     HardwareClass,
@@ -36,8 +37,10 @@ from runs.models import (
     Visibility,
 )
 from runs.names import imported_label
-from submissions.access import can_see_private
+from runs.standing import standing_of
+from submissions.access import can_see_private, can_see_standing
 from submissions.models import Status
+from worker.engine.detect import known_build
 from worker.engine.redact import redact_command, redact_text
 from worker.engine.scoring import MEASURED_ONLY
 
@@ -168,6 +171,14 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         chart_rows, profile = summaries.chart_rows(proof, scope.key, filters.profile)
         counted = summaries.counted_in(runs, scope.key, profile)
         suites = summaries.suite_table(counted).get(stack.id, {})
+    active = active_run_filters(filters, hw, classes)
+    if not active:
+        # The board ranks every run's lane: its place is the page's only when no filter drops runs.
+        for shown in proof.scopes:
+            ids = [lane.figures.hardware_class_id for lane in shown.lanes]
+            places = queries.lane_places(stack, ids, *shown.key) if ids else {}
+            for lane in shown.lanes:
+                lane.place = places.get(lane.figures.hardware_class_id)
     harness_matrix = matrix.for_stack(stack, hw or (focus.slug if focus else ""))
     recipe_run = None
     if focus and focus.best:
@@ -184,7 +195,7 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         "hw": hw,
         "filters": filters,
         "classes": classes,
-        "active_filters": active_run_filters(filters, hw, classes),
+        "active_filters": active,
         "profiles": PROFILE_CHOICES,
         "days_choices": DAYS_CHOICES,
         "suites": sorted(suites.values(), key=lambda s: s["suite"]),
@@ -196,7 +207,11 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         "harness_matrix": harness_matrix,
         "recipe_run": recipe_run,
         "recipe_command": redact_command(recipe_run.command_used) if recipe_run else "",
-        "recipe_model_file": redact_text(stack.launch_settings.get("model_file", "")),
+        "recipe_model_file": redact_text(
+            stack.launch_settings.get("model_file")
+            or (Run.objects.filter(pk=recipe_run.pk).recorded_model_file() if recipe_run else "")
+        ),
+        "recipe_build": known_build(recipe_run.engine_version) if recipe_run else "",
         "recipe_settings": public.public_settings(stack.launch_settings),
         "share": share_meta(
             request,
@@ -225,11 +240,11 @@ def _stack_description(proof: summaries.StackEvidence, focus) -> str:
     if focus:
         runs = f"{focus.run_count} run{'s' if focus.run_count != 1 else ''}"
         decode = focus.figures.decode
-        # A sentence never says "n too small" where a number belongs.
         if decode is not None and decode.median is not None:
-            parts.append(f"on {focus.hardware}: median decode {ci_text(decode)} tok/s over {runs}")
+            over = f" over {runs}" if decode.has_interval else ""  # else ci_text names them
+            parts.append(f"on {focus.hardware}: median decode {ci_text(decode)} tok/s{over}")
         else:
-            parts.append(f"on {focus.hardware}: {runs}, too few for a median")
+            parts.append(f"on {focus.hardware}: {runs}, no decode speed")
     parts.append(
         f"{proof.run_count} approved run{'s' if proof.run_count != 1 else ''} from "
         f"{proof.submitter_count} submitter{'s' if proof.submitter_count != 1 else ''}"
@@ -331,7 +346,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         same = Run.objects.published().filter(
             stack_id=run.stack_id, hardware_class_id=run.hardware_class_id
         )
-        key = (run.hardware_class_id, run.score_scale, run.benchmark_version or "")
+        key = (run.hardware_class_id, run.score_scale, run_lane_version(run))
         attempts = summaries.attempts_of([run.stack_id])
         context_lane = summaries.evidence(summaries.run_rows(same), attempts).lane(key)
     try:
@@ -348,6 +363,8 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "reasoning": reasoning_view(run.raw_payload),
         "sweeps": sweeps.run_sweeps(run.raw_payload),
         "context_lane": context_lane,
+        # Where it stands among its class: public once published, else for its owner only.
+        "standing": standing_of(run) if can_see_standing(request.user, run) else None,
         "unlisted": not run.published,
         "visibility_note": _visibility_note(run, private),
         "report_url": report_url if request.user.is_authenticated else "",

@@ -148,6 +148,9 @@ class RunRecord:
     scoring_mode: str = "local"
     benchmark_id: str = "benchloop"
     benchmark_version: str = ""
+    # The speed method's version the bundle declares (speed_method_version); "" when it
+    # declares none (runs.methods.speed_version then decides from the format).
+    speed_version: str = ""
     profile: str = ""
     requested_profile: str = ""
     score_schema_version: str = ""

@@ -61,6 +61,7 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
         scoring_mode="remote" if is_remote_scoring else "local",
         benchmark_id=node.get("benchmark_id", required=False).str(default="benchloop"),
         benchmark_version=node.get("benchmark_version", required=False).str(),
+        speed_version=node.get("speed_method_version", required=False).str()[:20],
         profile=node.get("benchmark_profile", required=False).str(),
         requested_profile=node.get("requested_profile", required=False).str(),
         manifest_hash=node.get("manifest_hash", required=False).str(),
@@ -91,6 +92,9 @@ def parse_run(node: Node, source_format: str) -> RunRecord:
     for name in ("overall", "quality", "speed", "reliability", "value"):
         setattr(record, f"{name}_score", node.get(f"{name}_score").score())
     record.suites = [_suite(name, suite) for name, suite in node.get("suites").items()]
+    if scale != "v2" and not any(suite.suite == "speed" for suite in record.suites):
+        # Without the speed suite nothing scored speed: v3 engines before issue 32 wrote 0.0.
+        record.speed_score = None
     _apply_speed(record, node)
     return record
 

@@ -97,11 +97,13 @@ def test_speed_stays_in_its_class_and_quality_is_pooled() -> None:
     assert (on_gpu.submitter_count, pooled.submitter_count) == (3, 3)
 
 
-def test_below_three_runs_a_lane_has_no_median() -> None:
+def test_below_three_runs_a_lane_has_a_median_and_no_interval() -> None:
     import_records([_run(RTX_4090, 100, 60), _run(RTX_4090, 140, 70)])
     lane = _lanes()["rtx-4090-24gb"]
     assert lane.run_count == 2 and lane.best_run.decode_tps_median == 140
-    assert (lane.decode_median, lane.decode_low, lane.quality_median) == (None, None, None)
+    # The median of the two, not the best run's figure; an interval needs three runs.
+    assert (lane.decode_median, lane.quality_median) == (120.0, 65.0)
+    assert (lane.decode_low, lane.decode_high, lane.quality_low) == (None, None, None)
 
 
 def test_only_like_is_counted_with_like() -> None:
@@ -122,12 +124,14 @@ def test_only_like_is_counted_with_like() -> None:
         (True, "v3", "3.1.0"),
         (False, "v3", "3.2.0"),
         (True, "v3", "3.2.0"),
-        (False, "speed", "3.1.0"),  # speed-only runs have their own list, and no pooled lane
+        # Speed-only runs have their own list, and no pooled lane; they are versioned by their
+        # speed method (the earlier CLI's here), not by the benchmark's tasks.
+        (False, "speed", "cli-0.3"),
     }
     v3 = lanes[(False, "v3", "3.1.0")]
     assert v3.run_count == 1 and v3.best_run.decode_tps_median == 100
     assert v3.attempt_count == 2  # the non-comparable upload is an attempt all the same
-    speed = lanes[(False, "speed", "3.1.0")]
+    speed = lanes[(False, "speed", "cli-0.3")]
     assert speed.best_score == 50 and speed.quality_median is None
 
 
@@ -157,7 +161,7 @@ def test_a_lane_follows_moderation() -> None:
     Run.objects.filter(pk=result.created[0].pk).update(published=False)
     refresh_stack_stats(stack_ids=[stack_id])
     lane = Lane.objects.get(hardware_class__isnull=False)
-    assert (lane.run_count, lane.decode_median) == (2, None)
+    assert (lane.run_count, lane.decode_median, lane.decode_low) == (2, 101.5, None)
 
     Run.objects.filter(stack_id=stack_id).update(published=False)
     refresh_stack_stats(stack_ids=[stack_id])
@@ -211,3 +215,24 @@ def test_demo_speeds_stay_under_each_machines_roofline() -> None:
         assert run.decode_tps_median <= ceiling, (run.hardware_class.label, run.stack.label)
         checked += 1
     assert checked == 1500
+
+
+def test_a_run_records_how_its_speed_was_measured_and_speed_lanes_follow_it() -> None:
+    """Issue 29: the speed method's version is recorded on every run (the bundle's, else its
+    format's) and keys the speed-only lanes; a hostile declared version is not taken."""
+    speed = dict(score_scale="speed", overall_score=None, quality_score=None)
+    import_records(
+        [
+            _run(RTX_4090, 50, 0, source_format="bundle-1", benchmark_version="4.0.0", **speed),
+            _run(RTX_4090, 52, 0, source_format="bundle-1", benchmark_version="4.1.0", **speed),
+            _run(RTX_4090, 54, 0, source_format="bundle-1", speed_version="2", **speed),
+            _run(RTX_4090, 56, 0, source_format="bundle-1", speed_version="<b>x</b>", **speed),
+            _run(RTX_4090, 58, 0, **speed),  # the earlier CLI's run.json
+        ]
+    )
+    versions = sorted(Run.objects.values_list("speed_version", flat=True))
+    assert versions == ["1", "1", "1", "2", "cli-0.3"]
+    lanes = {lane.benchmark_version: lane for lane in Lane.objects.filter(score_scale="speed")}
+    assert set(lanes) == {"1", "2", "cli-0.3"}
+    # Two benchmark versions, one speed method: one lane (and the hostile one fell back to it).
+    assert lanes["1"].run_count == 3 and lanes["1"].decode_median == 52.0

@@ -56,9 +56,9 @@ def test_lanes_split_by_class_scale_and_version_and_skip_what_does_not_count() -
         10.0,
         12.0,
     )
-    # Two runs are too few for a median: the figures are None and pages say "n too small".
+    # Two runs have a median (their mean) but are too few for an interval.
     second = found[(2, "v3", "3.0.0")]
-    assert second.decode == lanes.Interval(2) and second.decode.too_small
+    assert second.decode == lanes.Interval(2, 200.0) and not second.decode.has_interval
     assert list(found)[0] == (1, "v3", "3.0.0")  # most runs first
 
 

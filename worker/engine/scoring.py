@@ -13,6 +13,11 @@ BENCHMARK_ID = "benchloop"
 # keeps v3's shape with the fixes listed in docs/metrics.md.
 BENCHMARK_VERSION = "4.0.0"
 SCORE_SCHEMA_VERSION = "3.1.0"
+# How the speed suite measures (its grid, trials and clock), versioned apart from the benchmark:
+# a speed is comparable with another measured by the same method, whatever the quality tasks'
+# version, so the site ranks speed-only boards on this (issue 29). Bump it when the method
+# changes; earlier products' formats have their own ("cli-0.3", "cli-0.2", runs.methods).
+SPEED_METHOD_VERSION = "1"
 # Suites that are measured, never scored: the depth and concurrency sweeps. They add no quality,
 # speed, reliability or overall score, so a run's scores are the same with or without them.
 MEASURED_ONLY = frozenset({"speed_sweep"})
@@ -97,7 +102,7 @@ class Scores(TypedDict):
 
     overall_score: float | None
     quality_score: float | None
-    speed_score: float
+    speed_score: float | None
     reliability_score: float
 
 
@@ -112,11 +117,12 @@ def aggregate(
 
     Speed presence is the speed suite being in the run, not its score being above zero. A run
     without a quality suite (speed-only, or stopped before its first quality suite) has no
-    quality and no overall score: None, never a 0 that would rank it. The keys are exactly the
-    bundle's score fields (the bundle schema allows nothing else).
+    quality and no overall score: None, never a 0 that would rank it. Likewise a run without
+    the speed suite (quality only, or the measured-only sweeps alone) has no speed score. The
+    keys are exactly the bundle's score fields (the bundle schema allows nothing else).
     """
     has_speed = speed_suite in suites
-    speed = suites[speed_suite]["score"] if has_speed else 0.0
+    speed = suites[speed_suite]["score"] if has_speed else None
     scored = {name: s for name, s in suites.items() if name not in MEASURED_ONLY}
     # A run of the sweeps alone still says how many of its cells ran.
     tasks = [t for s in (scored or suites).values() for t in s.get("tasks", [])]
@@ -126,7 +132,7 @@ def aggregate(
     scores = Scores(
         overall_score=None,
         quality_score=None,
-        speed_score=round(speed, 2),
+        speed_score=round(speed, 2) if speed is not None else None,
         reliability_score=round(reliability, 2),
     )
     if is_speed_only(suites, speed_suite=speed_suite):
@@ -135,7 +141,7 @@ def aggregate(
         profile, list(suites), speed_suite=speed_suite, fallback_weights=fallback_weights
     )
     quality = sum(scored[name]["score"] * w for name, w in weights.items())
-    if has_speed:
+    if speed is not None:
         overall = 0.70 * quality + 0.25 * speed + 0.05 * reliability
     else:
         overall = 0.90 * quality + 0.10 * reliability

@@ -1,0 +1,320 @@
+"""Expected speeds for stacks nobody has measured on a hardware class (issue 29).
+
+The measured lanes (each stack on each class it has published runs on) calibrate
+runs.estimates once per data version (leaderboard.cache), so a board pays for the calibration
+only after a publish. A class's board then shows, apart from its ranked rows, the stacks
+measured elsewhere but not there whose weights fit its memory, each with decode and prefill
+and their 80% intervals; `bench/estimate_accuracy.py` holds out every measured lane to publish
+how far such estimates miss (ACCURACY).
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count, Q
+
+from leaderboard import cache as board_cache
+from leaderboard.filters import BoardFilters
+from leaderboard.queries import Scope
+from runs import estimates, roofline
+from runs.accelerators import Catalog
+from runs.models import Hardware, HardwareClass, HardwareKind, Run, ScoreScale, Stack
+from submissions import integrity
+
+# How many unmeasured stacks a board lists: the ones with the most published runs elsewhere.
+SHOWN = 12
+# Candidates examined for them (most published runs first); many fail a check (no ceiling,
+# too large for the class, speculative decoding), so more are read than shown.
+CANDIDATES = 120
+# The held-out figures of bench/estimate_accuracy.py on the real imported data (bench/README.md,
+# "Estimate accuracy"), as the methodology page publishes them: (lanes, median absolute error,
+# share of lanes the 80% interval held).
+ACCURACY = {"decode": (902, 0.146, 0.837), "prefill": (359, 0.339, 0.752)}
+
+
+def speculative(stack: Stack) -> bool:
+    """Speculative decoding (a draft model, MTP) may beat the bandwidth roofline."""
+    declared = (stack.launch_settings or {}).get("speculative")
+    return bool(stack.draft_model) or declared not in (None, "", False, "no", "off", "none")
+
+
+def ceilings_of(
+    stack: Stack, hardware: Hardware, catalog: Catalog, payload: object = None
+) -> roofline.Ceilings | str:
+    """The stack's ceilings on a machine, or why it cannot be estimated there."""
+    if speculative(stack):
+        return "speculative decoding or MTP: the roofline does not bound it"
+    found = integrity.ceilings_for(stack, hardware, catalog, payload)
+    if isinstance(found, roofline.Unknown):
+        if found.hardware_name:
+            return f"{found.hardware_kind.upper()} not in the accelerator data"
+        if found.reason.startswith("the parameter count"):
+            return "the model's parameter count is unknown (no size in its name)"
+        return f"no ceiling: {found.reason}"
+    unknown_moe = integrity._moe_of_unknown_size(stack, found)
+    if unknown_moe and estimates.stated_active_b(stack.model_id, found.weights) is None:
+        return "MoE with unknown active parameters"
+    return found
+
+
+def lane_of(
+    stack: Stack,
+    hw_class: HardwareClass,
+    ceilings: roofline.Ceilings,
+    *,
+    decode: float | None = None,
+    prefill: float | None = None,
+) -> estimates.Lane:
+    return estimates.lane_features(
+        ident=f"{stack.pk}@{hw_class.pk}",
+        ceilings=ceilings,
+        model_id=stack.model_id,
+        class_key=hw_class.key,
+        kind=hw_class.kind,
+        engine=stack.engine,
+        backend=str((stack.launch_settings or {}).get("backend") or ""),
+        decode=decode,
+        prefill=prefill,
+        devices=hw_class.count or 1,
+        memory_gb=hw_class.memory_gb,
+        label=f"{stack.model_id[:40]} {stack.quantization} {stack.engine} on {hw_class.label}",
+    )
+
+
+def measured_lanes() -> tuple[list[estimates.Lane], Counter]:
+    """Every published lane with a known ceiling (its speeds the medians of its runs), and
+    why the others were left out."""
+    catalog = integrity.current_catalog()
+    grouped: dict[tuple[int, int], list[Run]] = defaultdict(list)
+    runs = Run.objects.published().exclude(hardware_class=None)
+    for run in runs.select_related("stack", "hardware", "hardware_class").order_by("id"):
+        grouped[(run.stack_id, run.hardware_class_id)].append(run)
+    lanes, skipped = [], Counter()
+    for _key, found in sorted(grouped.items()):
+        first = found[0]
+        decode = [r.decode_tps for r in found if r.decode_tps]
+        prefill = [r.prefill_tps for r in found if r.prefill_tps]
+        if first.hardware_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
+            skipped["remote or unknown hardware: no roofline"] += 1
+        elif not decode and not prefill:
+            skipped["no speed measured"] += 1
+        elif first.hardware is None:
+            skipped["no machine recorded"] += 1
+        else:
+            ceilings = ceilings_of(first.stack, first.hardware, catalog, first.raw_payload)
+            if isinstance(ceilings, str):
+                skipped[ceilings] += 1
+                continue
+            lanes.append(
+                lane_of(
+                    first.stack,
+                    first.hardware_class,
+                    ceilings,
+                    decode=statistics.median(decode) if decode else None,
+                    prefill=statistics.median(prefill) if prefill else None,
+                )
+            )
+    return lanes, skipped
+
+
+def _calibrate() -> dict[str, estimates.Calibration]:
+    lanes, _skipped = measured_lanes()
+    return {metric: estimates.Calibration(lanes, metric) for metric in estimates.METRICS}
+
+
+def calibrations() -> dict[str, estimates.Calibration]:
+    """The calibration on every measured lane, computed once per data version."""
+    return board_cache.cached("estimate-calibration", "", _calibrate)
+
+
+@dataclass(frozen=True)
+class Estimated:
+    """A stack's expected speeds on a class it has no runs on, and the arithmetic behind them."""
+
+    stack: Stack
+    hw_class: HardwareClass
+    ceilings: roofline.Ceilings
+    lane: estimates.Lane
+    decode: estimates.Estimate | None
+    prefill: estimates.Estimate | None
+    # How many other classes the stack has published runs on.
+    measured_on: int
+
+    @property
+    def bytes_per_token_gb(self) -> float:
+        return self.lane.active_gb
+
+    @property
+    def active_b(self) -> float:
+        """The active parameters (B) the estimate reads per token."""
+        stated = estimates.stated_active_b(self.stack.model_id, self.ceilings.weights)
+        return stated or self.ceilings.weights.active_b
+
+    @property
+    def name_states_moe(self) -> bool:
+        return estimates.stated_active_b(self.stack.model_id, self.ceilings.weights) is not None
+
+    @property
+    def cli(self) -> str:
+        """The command that measures it (the user's own server, this model)."""
+        model = shlex.quote(self.stack.model_id)
+        return f"benchloop run --url http://127.0.0.1:8080 --model {model} --profile core"
+
+
+def representative_machine(hw_class: HardwareClass) -> Hardware | None:
+    """A machine of the class: the class's machines share the figures a ceiling reads."""
+    return hw_class.machines.order_by("id").first()
+
+
+def estimate(
+    stack: Stack,
+    hw_class: HardwareClass,
+    *,
+    machine: Hardware | None = None,
+    catalog: Catalog | None = None,
+    measured_on: int = 0,
+    calibrated: dict[str, estimates.Calibration] | None = None,
+) -> Estimated | None:
+    """The stack's estimate on the class, or None where none can be made (no machine or
+    ceiling, speculative decoding, weights larger than the class's memory)."""
+    if hw_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
+        return None
+    machine = machine or representative_machine(hw_class)
+    if machine is None:
+        return None
+    payload = stack.best_run.raw_payload if stack.best_run_id else None
+    ceilings = ceilings_of(stack, machine, catalog or integrity.current_catalog(), payload)
+    if isinstance(ceilings, str):
+        return None
+    lane = lane_of(stack, hw_class, ceilings)
+    if lane.fits is False:
+        return None
+    found = calibrated or calibrations()
+    decode = found["decode"].estimate(lane)
+    if decode is None:
+        return None
+    if not measured_on:
+        measured_on = len(
+            set(stack.runs.published().exclude(hardware_class=None).values_list("hardware_class"))
+        )
+    return Estimated(
+        stack=stack,
+        hw_class=hw_class,
+        ceilings=ceilings,
+        lane=lane,
+        decode=decode,
+        prefill=found["prefill"].estimate(lane),
+        measured_on=measured_on,
+    )
+
+
+def measured_here(stack: Stack, hw_class: HardwareClass) -> bool:
+    return Run.objects.published().filter(stack=stack, hardware_class=hw_class).exists()
+
+
+def _same_stack_shown(stack: Stack) -> tuple[str, str, str]:
+    """Stacks imported from several sources differ only in how they were measured: one row."""
+    return (
+        estimates.model_key(stack.model_id),
+        (stack.quantization or "").upper(),
+        estimates.engine_key(stack.engine),
+    )
+
+
+def for_class(
+    hw_class: HardwareClass,
+    *,
+    engine: str = "",
+    quant: str = "",
+    q: str = "",
+    params: str = "",
+    family: str = "",
+    scale: str = ScoreScale.V3,
+) -> list[Estimated]:
+    """Up to SHOWN stacks measured on other classes but not this one, whose weights fit it,
+    with the most published runs first; `engine`, `quant`, `q` and the score scale of their
+    runs narrow them as the board's filters narrow its rows, and so do the model-size tier
+    (`params`, runs.normalize.PARAM_TIERS) and the model family."""
+    machine = representative_machine(hw_class)
+    if machine is None or hw_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
+        return []
+    here = Run.objects.published().filter(hardware_class=hw_class).values("stack_id")
+    elsewhere = Q(runs__published=True, runs__score_scale=scale) & ~Q(runs__hardware_class=hw_class)
+    stacks = (
+        Stack.objects.filter(best_run__isnull=False)
+        .exclude(pk__in=here)
+        .annotate(classes=Count("runs__hardware_class", filter=elsewhere, distinct=True))
+        .filter(classes__gt=0)
+        .select_related("best_run")
+    )
+    if engine:
+        stacks = stacks.filter(engine__iexact=engine)
+    if quant:
+        stacks = stacks.filter(quantization__iexact=quant)
+    if q:
+        stacks = stacks.filter(model_id__icontains=q)
+    if params:
+        stacks = stacks.filter(param_bucket=params)
+    if family:
+        stacks = stacks.filter(model_family=family)
+    stacks = stacks.order_by("-published_run_count", "-classes", "pk")[:CANDIDATES]
+    catalog = integrity.current_catalog()
+    calibrated = calibrations()
+    shown: list[Estimated] = []
+    seen = set()
+    for stack in stacks:
+        key = _same_stack_shown(stack)
+        if key in seen:
+            continue
+        found = estimate(
+            stack,
+            hw_class,
+            machine=machine,
+            catalog=catalog,
+            measured_on=stack.classes,
+            calibrated=calibrated,
+        )
+        if found is None:
+            continue
+        seen.add(key)
+        shown.append(found)
+        if len(shown) == SHOWN:
+            break
+    return shown
+
+
+def lab_measures(hw_class: HardwareClass) -> bool:
+    """Whether BenchLoop's lab has a host of this class: it has published verified runs there
+    (the public site reads no lab tables; a lab run is what "verified" means)."""
+    return Run.objects.published().filter(hardware_class=hw_class, is_verified=True).exists()
+
+
+def board_section(filters: BoardFilters, scope: Scope) -> dict | None:
+    """The "Estimated, not measured" section of a single class's board (first page only), or
+    None on views of several classes, all hardware, or remote endpoints."""
+    hw_class = scope.single
+    if hw_class is None or scope.pooled or filters.page > 1:
+        return None
+    rows = for_class(
+        hw_class,
+        engine=filters.engine,
+        quant=filters.quant,
+        q=filters.q,
+        params=filters.params,
+        family=filters.family,
+        scale=filters.scale,
+    )
+    if not rows:
+        return None
+    lanes, error, coverage = ACCURACY["decode"]
+    return {
+        "hw_class": hw_class,
+        "rows": rows,
+        "lab": lab_measures(hw_class),
+        "shown": SHOWN,
+        "accuracy": {"lanes": lanes, "error": error * 100, "coverage": coverage * 100},
+    }

@@ -75,7 +75,7 @@ def ensure_class(model: Any, fields: dict) -> Any:
     keys whose slugs coincide (a long name cut short) keep apart by a suffix of the key."""
     fields = dict(fields)
     key = fields.pop("key")
-    found = model.objects.filter(key=key).first()
+    found = model.objects.filter(key=key).first() or sized_peer(model, fields)
     if found is not None:
         return found
     if model.objects.filter(slug=fields["slug"]).exists():
@@ -83,6 +83,49 @@ def ensure_class(model: Any, fields: dict) -> Any:
         fields["slug"] = f"{fields['slug'][: 120 - 7]}-{suffix}"
     found, _ = model.objects.get_or_create(key=key, defaults=fields)
     return found
+
+
+SIZED_KINDS = ("apple", "gpu")
+
+
+def sized_peer(model: Any, fields: dict) -> Any | None:
+    """For a GPU or Apple class without its memory size (a file that recorded none): the one
+    class of the same chip and count with a size, where exactly one exists; else None (the
+    class is then its own, labelled "memory not reported" by runs.normalize)."""
+    if fields.get("memory_gb") is not None or fields.get("kind") not in SIZED_KINDS:
+        return None
+    peers = model.objects.filter(
+        kind=fields["kind"], chip=fields["chip"], count=fields["count"], memory_gb__isnull=False
+    )
+    found = list(peers.order_by("id")[:2])
+    return found[0] if len(found) == 1 else None
+
+
+def merge_unsized_classes(models: Any, refresh: Callable[[list[int]], Any]) -> int:
+    """Each stored class without its memory size joins the one sized class of its chip and
+    count where exactly one exists (its machines and runs move, and `refresh` rebuilds the
+    lanes of the stacks they touch), else is relabelled "memory not reported". The number
+    of classes merged away. `models` needs hardware_class, hardware, run and lane (the
+    migration's historical ones, or runs.lanes.LaneModels with hardware)."""
+    merged, touched = 0, set()
+    unsized = models.hardware_class.objects.filter(kind__in=SIZED_KINDS, memory_gb__isnull=True)
+    for row in unsized.order_by("id"):
+        fields = {"kind": row.kind, "chip": row.chip, "count": row.count, "memory_gb": None}
+        peer = sized_peer(models.hardware_class, fields)
+        if peer is None:
+            label = normalize.unsized_label(row.label)[:200]
+            models.hardware_class.objects.filter(id=row.id).update(label=label)
+            continue
+        runs = models.run.objects.filter(hardware_class_id=row.id)
+        touched |= set(runs.values_list("stack_id", flat=True).distinct())
+        runs.update(hardware_class_id=peer.id)
+        models.hardware.objects.filter(hardware_class_id=row.id).update(hardware_class_id=peer.id)
+        models.lane.objects.filter(hardware_class_id=row.id).delete()
+        models.hardware_class.objects.filter(id=row.id).delete()
+        merged += 1
+    if touched:
+        refresh(sorted(touched))
+    return merged
 
 
 def _merge(

@@ -41,20 +41,31 @@ def forget_stale_signups() -> int:
     return deleted
 
 
-def request_signup(*, username: str, email: str, password: str) -> None:
-    """Start a sign-up; the caller shows the same answer whatever happened here."""
+def request_signup(*, username: str, email: str, password: str) -> User | None:
+    """Start a sign-up; the caller shows the same answer whatever happened here. Returns the
+    new inactive account, or None where the address already had one (its owner is mailed)."""
     hashed = make_password(password)  # on both paths: the time taken tells nothing either
     with transaction.atomic():
         known = User.objects.filter(email__iexact=email)
         owner = known.exclude(pk__in=_pending()).order_by("pk").first()
         if owner is not None:
             transaction.on_commit(lambda: _mail_existing_owner(owner))
-            return
+            return None
         # An earlier sign-up with this address that was never confirmed gives way to this one.
         known.delete()
         user = User.objects.create(username=username, email=email, password=hashed, is_active=False)
         SubmitterProfile.objects.create(user=user)
         transaction.on_commit(lambda: _mail_activation(user))
+    return user
+
+
+CONSOLE_MAIL = "django.core.mail.backends.console.EmailBackend"
+
+
+def mail_goes_to_console() -> bool:
+    """Whether mail is written to the server's terminal instead of sent (the embedded
+    default, scripts/serve.sh): nobody receives it, so pages show what it would have said."""
+    return settings.EMAIL_BACKEND == CONSOLE_MAIL
 
 
 def activation_path(user: User) -> str:

@@ -99,3 +99,31 @@ def describe(created: Counter) -> list[str]:
             f"plausibility checks{share}, held for a moderator"
         )
     return lines
+
+
+def join_unsized_classes() -> int:
+    """After a seed: classes without a memory size join their one sized peer where an earlier
+    file made the unsized one first (runs.identities.merge_unsized_classes); the number joined."""
+    from types import SimpleNamespace
+
+    from runs.identities import merge_unsized_classes
+    from runs.models import Hardware, HardwareClass, Lane, Run
+
+    models = SimpleNamespace(hardware_class=HardwareClass, hardware=Hardware, run=Run, lane=Lane)
+    return merge_unsized_classes(models, lambda ids: refresh_stack_stats(stack_ids=ids))
+
+
+def site_figures() -> str:
+    """What the leaderboard holds now, counted from the data (the README quotes no figure,
+    so none goes stale): published runs, the stacks and hardware classes they are on."""
+    from runs.models import Run
+
+    published = Run.objects.published()
+    runs = published.count()
+    stacks = published.values("stack_id").distinct().count()
+    classes = published.values("hardware_class_id").distinct().count()
+    return (
+        f"the leaderboard now shows {runs} published run{'s' if runs != 1 else ''} on "
+        f"{stacks} stack{'s' if stacks != 1 else ''} in {classes} hardware "
+        f"class{'es' if classes != 1 else ''}"
+    )

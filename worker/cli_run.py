@@ -202,7 +202,8 @@ def _scores(bundle: Mapping[str, Any]) -> Table:
 
 def score_or_none(bundle: Mapping[str, Any], key: str) -> object:
     """A score, or None ("–") where nothing was scored: a run without the speed suite (the
-    sweeps alone are measured, not scored) stores speed 0.0, which is no score at all."""
+    sweeps alone are measured, not scored) has none; bundles written before issue 32 stored
+    speed 0.0 there, which is no score at all."""
     if key == "speed_score" and "speed" not in (bundle.get("suites") or {}):
         return None
     return bundle.get(key)

@@ -53,7 +53,8 @@ COMMON = {"cpu": "AMD Ryzen 9 7950X", "ram_gb": 63.7, "os_name": "Linux"}
             "rx-7900-xtx-24gb",
             "gpu",
         ),
-        ({"gpu": "NVIDIA GeForce RTX 4090"}, "RTX 4090", "rtx-4090", "gpu"),
+        # No memory recorded: the class says so (issue 32), never a bare peer of the sized one.
+        ({"gpu": "NVIDIA GeForce RTX 4090"}, "RTX 4090 · memory not reported", "rtx-4090", "gpu"),
         (
             {"gpu": "Apple M2 Max GPU", "cpu": "Apple M2 Max", "vram_gb": 64, "ram_gb": 64},
             "Apple M2 Max 64 GB",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from typing import TypeGuard
 
 from ..contract import Launch, ModelInfo
-from .errors import ProtocolError, UnknownModel
+from .errors import EngineError, ProtocolError, UnknownModel
 from .transport import Transport
 
 LLAMA_CPP, OLLAMA, VLLM, LMSTUDIO, GENERIC = (
@@ -19,6 +20,15 @@ LLAMA_CPP, OLLAMA, VLLM, LMSTUDIO, GENERIC = (
 )
 # Servers documented to accept the non-standard ignore_eos sampling flag.
 IGNORE_EOS_KINDS = {LLAMA_CPP, VLLM}
+# What a llama.cpp built without its git metadata (xllamacpp's wheel) says its build is.
+_NO_BUILD = re.compile(r"(?:b?0+)?(?:[-_ ]?unknown)?", re.IGNORECASE)
+_BUILD_TOKEN = re.compile(r"\bb[1-9]\d*(?:-[0-9a-f]{7,40})?\b")
+
+
+def known_build(text: object) -> str:
+    """An engine build as reported, or "" where it names none ("b0-unknown", "unknown")."""
+    value = str(text or "").strip()
+    return "" if _NO_BUILD.fullmatch(value) else value
 
 
 @dataclass
@@ -59,6 +69,9 @@ def detect_endpoint(
         info = EndpointInfo(transport.base_url, LLAMA_CPP, "openai")
         listing = transport.get_json("/v1/models", timeout=timeout)
         _fill_llama(info, props, listing if isinstance(listing, dict) else None)
+        if not info.engine["version"]:
+            build = _llama_build_elsewhere(transport, timeout)
+            info.engine.update(version=build, build_info=build)
         return _check_api(info, provider)
 
     version = transport.get_json("/api/version", timeout=timeout)
@@ -129,9 +142,25 @@ def _fill_openai(info: EndpointInfo, listing: dict | None) -> None:
             info.aliases[str(alias)] = item["id"]
 
 
+def _llama_build_elsewhere(transport: Transport, timeout: float) -> str:
+    """The build where /props names none: a /version document, else a build token (b1234)
+    in the Server header; "" where the server reports it nowhere."""
+    try:
+        version = transport.get_json("/version", timeout=timeout)
+        response = transport.request("GET", "/health", timeout=timeout, check=False)
+    except EngineError:  # a probe for a detail: never the reason a run cannot start
+        return ""
+    if isinstance(version, dict):
+        for key in ("build_info", "version", "build"):
+            if build := known_build(version.get(key)):
+                return build
+    match = _BUILD_TOKEN.search(response.headers.get("server", ""))
+    return match.group(0) if match else ""
+
+
 def _fill_llama(info: EndpointInfo, props: dict | None, listing: dict | None) -> None:
     _fill_openai(info, listing)
-    build = (props or {}).get("build_info", "")
+    build = known_build((props or {}).get("build_info"))
     info.engine = {"name": "llama.cpp", "version": build, "build_info": build}
     settings = (props or {}).get("default_generation_settings") or {}
     launch = Launch()

@@ -191,7 +191,7 @@ def test_the_site_s_upload_schema_takes_every_bundle_the_type_allows() -> None:
 @pytest.mark.parametrize(
     ("field", "hint", "problem"),
     [
-        ("speed_score", float | None, "null where the schema has"),
+        ("reliability_score", float | None, "null where the schema has"),
         ("status", Literal["complete", "paused"], "'paused' is not allowed"),
         ("suites", dict[str, int], "integer where the schema has"),
     ],

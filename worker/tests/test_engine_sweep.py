@@ -188,7 +188,7 @@ def test_the_bundle_validates_and_the_sweep_changes_no_score(sweep_run) -> None:
         None,
         None,
     )
-    assert bundle["speed_score"] == 0.0
+    assert bundle["speed_score"] is None  # not scored (issue 32), never 0.0
     # Measured, never scored: the suite and its cells carry no score (not a 100 for "ran").
     sweep = bundle["suites"]["speed_sweep"]
     assert sweep["score"] is None

@@ -56,8 +56,20 @@ def test_golden_smoke_without_speed():
     scores = aggregate(suites, PROFILES["smoke"])
     assert scores["quality_score"] == 45.0
     assert scores["reliability_score"] == 100.0
-    assert scores["speed_score"] == 0.0
+    assert scores["speed_score"] is None  # no speed suite: not scored, never a 0
     assert scores["overall_score"] == 50.5
+
+
+def test_a_run_of_the_sweeps_alone_has_no_speed_score():
+    """Issue 32: the measured-only sweep is not the speed suite; its run stores speed null."""
+    sweep = {"score": None, "tasks": [{"execution_ok": True}, {"execution_ok": False}]}
+    scores = aggregate({"speed_sweep": sweep}, PROFILES["smoke"])
+    assert scores == {
+        "overall_score": None,
+        "quality_score": None,
+        "speed_score": None,
+        "reliability_score": 50.0,
+    }
 
 
 def test_has_speed_comes_from_suites_present_not_from_a_positive_score():

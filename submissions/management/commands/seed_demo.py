@@ -23,7 +23,7 @@ from runs.models import Run
 from runs.services import refresh_stack_stats
 from submissions.intake import NewRun, import_records, store_runs
 from submissions.models import Channel, Status
-from submissions.seeding import import_fixture_files
+from submissions.seeding import import_fixture_files, join_unsized_classes, site_figures
 
 BATCH = 2000
 REJECTED_SHARE = 0.05
@@ -63,6 +63,8 @@ class Command(BaseCommand):
             f"seeded {real} real and {created} synthetic runs"
             + ("" if real else " (synthetic only)")
         )
+        join_unsized_classes()
+        self.stdout.write(site_figures())
 
     def _demo_records(self, rng: random.Random) -> list[RunRecord]:
         """Each demo stack on one to three machines, a few runs on each, so stack pages have

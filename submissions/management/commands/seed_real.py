@@ -6,7 +6,13 @@ from django.core.management.base import BaseCommand
 
 from runs import methods
 from runs.models import Run
-from submissions.seeding import describe, import_fixture_files, import_real_data
+from submissions.seeding import (
+    describe,
+    import_fixture_files,
+    import_real_data,
+    join_unsized_classes,
+    site_figures,
+)
 
 
 class Command(BaseCommand):
@@ -25,3 +31,5 @@ class Command(BaseCommand):
         for line in describe(created):
             self.stdout.write(line)
         self.stdout.write(f"seeded {fixtures + sum(created.values())} real runs, none synthetic")
+        join_unsized_classes()
+        self.stdout.write(site_figures())

@@ -57,6 +57,7 @@ def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
         ("model", lambda r: r.stack.model_id),
         ("quantization", lambda r: r.stack.quantization),
         ("engine", lambda r: r.stack.engine),
+        ("backend", lambda r: (r.stack.launch_settings or {}).get("backend", "")),
         ("method", lambda r: r.stack.method),
         ("harness", lambda r: r.stack.harness),
         ("draft_model", lambda r: r.stack.draft_model),

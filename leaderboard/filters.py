@@ -34,6 +34,16 @@ VRAM_CHOICES = [(label, f"≤ {label} GB") for _, label in normalize.VRAM_BUCKET
 VRAM_CHOICES.append((normalize.VRAM_BUCKET_TOP, f"{normalize.VRAM_BUCKET_TOP} GB"))
 FITS_CHOICES = [(str(gb), f"{gb} GB") for gb in (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)]
 PARAM_CHOICES = list(normalize.PARAM_LABELS.items())
+# The compute backend a stack's engine ran on, as its launch settings record it (part of the
+# stack's identity, so a lane never mixes two).
+BACKEND_CHOICES = [
+    ("cuda", "CUDA"),
+    ("rocm", "ROCm"),
+    ("metal", "Metal"),
+    ("vulkan", "Vulkan"),
+    ("sycl", "SYCL"),
+    ("cpu", "CPU"),
+]
 VENDOR_CHOICES = [("nvidia", "NVIDIA"), ("amd", "AMD"), ("apple", "Apple"), ("intel", "Intel")]
 PROFILE_CHOICES = [("smoke", "smoke"), ("core", "core"), ("full", "full"), ("custom", "custom")]
 LOCATION_CHOICES = [("local", "Local only"), ("remote", "Remote only")]
@@ -95,6 +105,7 @@ class BoardFilters:
     cpu: bool = False
     apple: bool = False
     engine: str = ""
+    backend: str = ""
     quant: str = ""
     family: str = ""
     params: str = ""
@@ -170,6 +181,7 @@ class BoardFilters:
             cpu=cpu,
             apple=apple,
             engine=text("engine"),
+            backend=_choice(text("backend"), BACKEND_CHOICES),
             quant=text("quant"),
             family=text("family"),
             params=_choice(text("params"), PARAM_CHOICES),
@@ -260,6 +272,7 @@ class BoardFilters:
             "cpu": "CPU only",
             "apple": "Apple Silicon",
             "engine": self.engine,
+            "backend": f"backend {dict(BACKEND_CHOICES).get(self.backend, '')}",
             "quant": self.quant,
             "family": f"family {self.family}",
             "params": dict(PARAM_CHOICES).get(self.params, ""),
@@ -313,6 +326,8 @@ class BoardFilters:
             value = getattr(self, name)
             if value:
                 q &= Q(**{prefix + column: value})
+        if self.backend:
+            q &= Q(**{prefix + "launch_settings__backend": self.backend})
         if self.method or self.ranked_method:
             q &= Q(**{prefix + "method": self.method or self.ranked_method})
         if self.imported == "hide":

@@ -8,7 +8,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from leaderboard.filters import PARAM_CHOICES, SORTS, BoardFilters
+from leaderboard.filters import BACKEND_CHOICES, PARAM_CHOICES, SORTS, BoardFilters
 from runs import roofline
 
 register = template.Library()
@@ -73,6 +73,12 @@ def size_tabs(filters: BoardFilters, path: str) -> dict:
         "any_qs": board_qs(filters, params=""),
         "tiers": [(key, label, board_qs(filters, params=key)) for key, label in PARAM_CHOICES],
     }
+
+
+@register.filter
+def backend_label(value: object) -> str:
+    """'CUDA' for 'cuda'; an unknown backend as recorded (the template escapes it)."""
+    return dict(BACKEND_CHOICES).get(str(value).lower(), str(value)[:20])
 
 
 @register.filter

@@ -53,3 +53,27 @@ def test_the_tabs_filter_the_board_and_mark_the_moe(client: Client) -> None:
     # A tier with nothing in it keeps its tabs, to step back out.
     empty = client.get("/leaderboard/?params=40-65b").content.decode()
     assert '<nav class="size-tabs"' in empty and "No approved runs match this view" in empty
+
+
+def test_the_backend_is_a_filter_and_shows_beside_the_engine(client: Client) -> None:
+    """Issue 29: CUDA, ROCm, Metal, Vulkan and CPU are a filter and a column; the backend is
+    part of the stack (its launch settings), so a lane never mixes two."""
+    add_runs(
+        record(model_id="same:8b", launch_settings={"backend": "cuda"}, overall=70),
+        record(model_id="same:8b", launch_settings={"backend": "vulkan"}, overall=60),
+        record(model_id="plain:8b", overall=50),
+    )
+    html = client.get("/leaderboard/").content.decode()
+    assert '<span class="tag backend">CUDA</span>' in html
+    assert '<span class="tag backend">Vulkan</span>' in html
+    assert '<option value="vulkan">Vulkan</option>' in html
+    vulkan = client.get("/leaderboard/?backend=vulkan").content.decode()
+    assert re.findall(r'<a class="model-id" href="[^"]*">([^<]+)</a>', vulkan) == ["same:8b"]
+    assert '<span class="tag backend">CUDA</span>' not in vulkan and "backend Vulkan" in vulkan
+    api = client.get("/api/v1/leaderboard?backend=cuda").json()["results"]
+    assert [r["stack"]["launch_settings"]["backend"] for r in api] == ["cuda"]
+    csv_text = client.get("/leaderboard/export.csv").content.decode()
+    header = csv_text.splitlines()[0].split(",")
+    assert header.index("backend") == header.index("engine") + 1 and ",vulkan," in csv_text
+    # A value outside the list is no filter at all.
+    assert client.get("/leaderboard/?backend=<script>").status_code == 200

@@ -206,6 +206,7 @@ def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
         "versions": queries.benchmark_version(filters)[1],
         "scales": board_filters.SCALES,
         "param_choices": board_filters.PARAM_CHOICES,
+        "backend_choices": board_filters.BACKEND_CHOICES,
         "profile_choices": board_filters.PROFILE_CHOICES,
         "method_choices": [(key, m.label) for key, m in METHODS.items()],
         "location_choices": board_filters.LOCATION_CHOICES,

@@ -14,29 +14,14 @@ from runs.importers import parse_run_payload
 from runs.limits import upload_schema
 from runs.models import SuiteResult, TaskResult
 from submissions.intake import import_records
-from worker.engine.bundle import upload_view
-from worker.engine.orchestrator import RunConfig, run_benchmark
 
 pytestmark = pytest.mark.llm
 
 
-@pytest.fixture(scope="module")
-def bundle(llm_url, tmp_path_factory) -> dict:
-    """speed-deep with one depth the server holds, one it cannot, and one stream: small cells."""
-    home = tmp_path_factory.mktemp("sweep-import-home")
-    config = RunConfig(
-        url=llm_url,
-        profile="speed-deep",
-        trials=1,
-        sweep_depths=[0, 65536],
-        sweep_concurrency=[1],
-        sweep_prompt_tokens=32,
-        sweep_output_tokens=8,
-        home=home,
-    )
-    outcome = run_benchmark(config)
-    assert outcome.status == "complete"
-    return upload_view(outcome.bundle)
+@pytest.fixture
+def bundle(sweep_bundle) -> dict:
+    """speed-deep with one depth the server holds, one it cannot, and one stream (conftest)."""
+    return sweep_bundle
 
 
 def _receipts(client: Client, run_id: int) -> str:

@@ -21,25 +21,6 @@ pytestmark = pytest.mark.llm
 
 
 @pytest.fixture(scope="module")
-def sweep_bundle(llm_url, tmp_path_factory) -> dict:
-    """speed-deep (the sweeps alone) with one small cell."""
-    home = tmp_path_factory.mktemp("sweep-only-home")
-    config = RunConfig(
-        url=llm_url,
-        profile="speed-deep",
-        trials=1,
-        sweep_depths=[0],
-        sweep_concurrency=[1],
-        sweep_prompt_tokens=32,
-        sweep_output_tokens=8,
-        home=home,
-    )
-    outcome = run_benchmark(config)
-    assert outcome.status == "complete"
-    return upload_view(outcome.bundle)
-
-
-@pytest.fixture(scope="module")
 def speed_bundle(llm_url, tmp_path_factory) -> dict:
     """The speed suite alone: its shortest task, one trial (a machine shared by many tests)."""
     home = tmp_path_factory.mktemp("speed-only-home")

@@ -229,25 +229,8 @@ def _device_error_words(response: httpx.Response, code: str) -> str:
 def run_state(site: str, api_key: str, run_id: int, *, timeout: float = 5.0) -> dict | None:
     """Where one of our uploads stands now (``{status, published, url}``), None when the site no
     longer has it (deleted, or it never was ours): GET /api/v1/runs/<id>/state, owner only."""
-    try:
-        with _client(timeout) as client:
-            response = client.get(
-                f"{site}{RUNS_PATH}/{run_id}/state",
-                headers={"Authorization": f"Bearer {api_key}"},
-            )
-    except httpx.HTTPError as exc:
-        raise map_transport_error(exc) from exc
-    if response.status_code == 404:
-        return None
-    if response.status_code != 200:
-        _raise_site_error(response)
-    try:
-        body = response.json()
-    except ValueError as exc:
-        raise ServerError("the site's run state is not JSON") from exc
-    if not isinstance(body, dict) or not isinstance(body.get("status"), str):
-        raise ServerError("the site's run state has no status")
-    return body
+    headers = {"Authorization": f"Bearer {api_key}"}
+    return _get_run_document(site, run_id, "state", headers, "status", str, timeout)
 
 
 def run_standing(
@@ -257,9 +240,16 @@ def run_standing(
     shows it to nobody asking with this key (missing, or unpublished and not ours):
     GET /api/v1/runs/<id>/standing, public once published, else owner only."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return _get_run_document(site, run_id, "standing", headers, "sentences", list, timeout)
+
+
+def _get_run_document(
+    site: str, run_id: int, name: str, headers: dict, key: str, kind: type, timeout: float
+) -> dict | None:
+    """GET /api/v1/runs/<id>/<name>: the JSON object, None on 404; `key` must hold a `kind`."""
     try:
         with _client(timeout) as client:
-            response = client.get(f"{site}{RUNS_PATH}/{run_id}/standing", headers=headers)
+            response = client.get(f"{site}{RUNS_PATH}/{run_id}/{name}", headers=headers)
     except httpx.HTTPError as exc:
         raise map_transport_error(exc) from exc
     if response.status_code == 404:
@@ -269,7 +259,7 @@ def run_standing(
     try:
         body = response.json()
     except ValueError as exc:
-        raise ServerError("the site's run standing is not JSON") from exc
-    if not isinstance(body, dict) or not isinstance(body.get("sentences"), list):
-        raise ServerError("the site's run standing has no sentences")
+        raise ServerError(f"the site's run {name} is not JSON") from exc
+    if not isinstance(body, dict) or not isinstance(body.get(key), kind):
+        raise ServerError(f"the site's run {name} has no {key}")
     return body

@@ -207,10 +207,16 @@ def test_a_type_that_drifts_from_the_schema_is_found(field: str, hint: Any, prob
 def test_optional_fields_are_optional_at_run_time_too() -> None:
     """What a reader sees through __required_keys__ (the site may check uploads with it)."""
     # resources and cold_start: every engine since issue 17 writes them, older bundles lack them.
-    # sweeps: only runs that included the speed_sweep suite have them.
-    assert {"source_format", "extras", "resources", "cold_start", "sweeps"} == (
-        Bundle.__optional_keys__
-    )
+    # sweeps: only runs that included the speed_sweep suite have them. speed_method_version:
+    # every engine since issue 29 writes it, older bundles lack it.
+    assert {
+        "source_format",
+        "extras",
+        "resources",
+        "cold_start",
+        "sweeps",
+        "speed_method_version",
+    } == Bundle.__optional_keys__
     assert "sha256" in contract.ModelInfo.__optional_keys__
     assert "model_id" in contract.ModelInfo.__required_keys__
     assert {"decode_tps", "ttft_ms", "prefill_tps"} == contract.TrialCompleted.__optional_keys__

@@ -153,6 +153,7 @@ class Suite:
             temperature=config.get("temperature", 0.0),
             tools=config.get("tools"),
             tool_choice=config.get("tool_choice"),
+            stop_loops=True,
         )
         started = time.perf_counter()
         try:
@@ -193,6 +194,7 @@ class Suite:
                 "tool_calls": [
                     {"name": c.name, "arguments": c.arguments} for c in response.tool_calls
                 ],
+                **({"loop": response.loop} if response.loop else {}),
             },
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..loops import FINISH_REASON as LOOP_FINISH
 from ..providers.base import ChatResponse
 from ..reasoning import TRUNCATED_IN_REASONING_HINT, truncated_in_reasoning
 from .base import Verdict
@@ -28,12 +29,17 @@ def finish(
 
     The score of what arrived is kept (partial credit stays visible), but ``passed`` is false and
     the status says ``truncated`` so a cut-off answer is never reported as complete, or
-    ``truncated_in_reasoning`` (with a hint) when the limit fell before the answer began.
+    ``truncated_in_reasoning`` (with a hint) when the limit fell before the answer began. An
+    answer stopped in a loop (worker.engine.loops) would have run to the limit: it is cut off
+    too, with the status ``loop``.
     """
     score = round(max(0.0, min(100.0, float(score))), 2)
-    truncated = response.finish_reason == "length"
+    looped = response.finish_reason == LOOP_FINISH
+    truncated = response.finish_reason == "length" or looped
     details = {**details, "truncated": truncated, "finish_reason": response.finish_reason}
     details["evaluation_status"] = "truncated" if truncated else evaluation_status(score)
+    if looped:
+        details["evaluation_status"] = "loop"
     if truncated_in_reasoning(response):
         # Cut off before any answer: a budget too small, not a wrong answer (docs/metrics.md).
         details["truncated_in_reasoning"] = True

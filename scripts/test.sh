@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # README command 2: the whole test suite on PostgreSQL and Redis (started here if stopped).
+# `--fast` is the edit-test loop's lane: everything but the tests that drive the real llama.cpp
+# server (marker llm), headless Chromium (browser) or a fault drill (drill), and the harness
+# matrix (worker/tests/test_matrix_*.py). CI runs the whole suite.
 source "$(dirname "$0")/_env.sh"
 cd "$ROOT"
 ensure_venv "dev"
+
+fast=false
+if [ "${1:-}" = "--fast" ]; then
+  fast=true
+  shift
+fi
 
 if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
   echo "==> starting PostgreSQL"
@@ -31,9 +40,17 @@ fi
 
 # The real harness programs the matrix tests run (aider-chat, hermes-agent, mini-swe-agent at
 # the pins in pyproject.toml), each in its own virtualenv under ~/.cache/benchloop/harnesses.
-"$VENV/bin/python" -m worker.cli harness install
+# The fast lane runs no matrix test.
+if [ "$fast" = false ]; then
+  "$VENV/bin/python" -m worker.cli harness install
+fi
 
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/benchloop}"
 export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
 export DEBUG=True
-exec "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" "$@"
+if [ "$fast" = true ]; then
+  lane=(-m "not llm and not browser and not drill" --ignore-glob="worker/tests/test_matrix_*.py")
+else
+  lane=(--durations=25)  # the whole suite names its slowest tests, so their cost stays visible
+fi
+exec "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" "${lane[@]}" "$@"

@@ -20,7 +20,7 @@ import pytest
 from leaderboard.tests.installs import Browser, embedded_install, get
 from worker.tests.disk import fill, tmpfs
 
-pytestmark = pytest.mark.embedded
+pytestmark = [pytest.mark.embedded, pytest.mark.drill]
 PASSWORD = "frank's long password"
 DISK_FULL = "The server's disk is full"
 

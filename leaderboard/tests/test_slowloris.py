@@ -11,8 +11,11 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from leaderboard.tests.compose_topology import PUBLIC_NAME, proxy, web
 
+pytestmark = pytest.mark.drill
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("slowloris", REPO / "bench" / "slowloris.py")
 slowloris = importlib.util.module_from_spec(_spec)

@@ -28,6 +28,7 @@ import pytest
 
 from worker.engine.testing.xllama_launcher import free_port
 
+pytestmark = pytest.mark.drill
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = 3
 

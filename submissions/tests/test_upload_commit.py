@@ -192,6 +192,7 @@ def test_a_commit_whose_answer_is_lost_is_found_and_answered_201(
     assert Submission.objects.get().run_id == response.json()["id"]
 
 
+@pytest.mark.drill
 def test_in_a_drill_every_answer_agrees_with_what_is_stored(
     live_server, alice, alice_key, envelope
 ) -> None:

@@ -25,6 +25,7 @@ from worker.engine.errors import BundleWriteError
 from worker.engine.hardware import machine_id
 from worker.tests.disk import fill, tmpfs
 
+pytestmark = pytest.mark.drill
 REPO = Path(__file__).resolve().parents[2]
 PAGE = 4096
 

@@ -222,6 +222,6 @@ def test_signed_in_uploads_and_their_repeats_work_on_sqlite(tmp_path, fixtures_d
     assert done.returncode == 0, done.stderr[-3000:]
     first, repeat, same_content, other_account = json.loads(done.stdout.strip().splitlines()[-1])
     assert first[1:] == [True, False]
-    assert repeat == [first[0], False, False]
+    assert repeat == [first[0], False, True]  # the same upload again is a duplicate (issue 32)
     assert same_content == [first[0], False, True]
     assert other_account == "conflict: This run was already submitted by another account."

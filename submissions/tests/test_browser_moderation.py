@@ -105,7 +105,7 @@ def test_a_moderator_opens_a_run_trusts_its_submitter_and_approves_in_bulk(
 
     card = page.locator("li.mod-item", has=page.locator(f"#run-{queue_data['flagged']}"))
     evidence = card.locator(".mod-evidence").inner_text()
-    assert "decode 900 tok/s > ceiling 224 tok/s = 1,008 GB/s ÷ 4.5 GB active weights" in evidence
+    assert "decode 900 tok/s > ceiling 207 tok/s = 1,008 GB/s ÷ 4.87 GB active weights" in evidence
     assert "the median of 3 approved peers on RTX 4090 24 GB" in evidence
     assert "13,689 ms" in page.locator(f"li.mod-item:has(#run-{first}) .mod-figures").inner_text()
     assert "Looks <b>too</b> steady to me" in page.locator("ul.reports").inner_text()

@@ -186,11 +186,11 @@ class _Stream:
             produced, content_now = produced or output, content_now or answer
             if choice.get("finish_reason"):
                 self.result.finish_reason = choice["finish_reason"]
-            if output and self.watch is not None:
-                text = (delta.get("reasoning_content") or delta.get("reasoning") or "") + (
-                    delta.get("content") or ""
-                )
-                looped = self.watch.feed(text) or looped
+            # Only the answer is watched: thinking is bounded by its own budget (reasoning.py),
+            # and a long deliberate chain of thought must not read as a loop.
+            content = delta.get("content") or ""
+            if content and self.watch is not None and not self.split.splitter.in_think:
+                looped = self.watch.feed(content) or looped
         if produced:
             self._produced(now, content_now)
         if looped:

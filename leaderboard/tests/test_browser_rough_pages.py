@@ -2,13 +2,10 @@
 a paragraph, the submitter's runs table fits at 1280 and 1366 px, and the charts have a padded
 axis, named dots and readable labels on a phone.
 
-The screenshots looked at for the issue go to /work/notes/shots/i32_*.png where that folder
-exists, else to bench/out/screenshots/i32/.
+The screenshots looked at for the issue go to bench/out/screenshots/i32/.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +21,7 @@ from leaderboard.tests.test_browser_lanes import stacks  # noqa: E402, F401
 pytestmark = pytest.mark.browser
 WIDE = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
-NOTES = Path("/work/notes/shots")
-SHOTS = NOTES if NOTES.is_dir() else SCREENSHOTS / "i32"
+SHOTS = SCREENSHOTS / "i32"
 
 
 def _shot(page, name: str, **options) -> None:

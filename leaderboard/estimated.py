@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from django.db.models import Count, Q
+from django.db.models.fields.json import KeyTransform
 
 from leaderboard import cache as board_cache
 from leaderboard.filters import BoardFilters
@@ -85,13 +86,20 @@ def lane_of(
     )
 
 
+def bundle_model(block: object) -> dict:
+    """The part of a run's bundle a ceiling reads (its model block, submissions.run_facts),
+    fetched alone with KeyTransform("model", …) instead of whole bundles with every trial."""
+    return {"model": block} if isinstance(block, dict) else {}
+
+
 def measured_lanes() -> tuple[list[estimates.Lane], Counter]:
     """Every published lane with a known ceiling (its speeds the medians of its runs), and
     why the others were left out."""
     catalog = integrity.current_catalog()
     grouped: dict[tuple[int, int], list[Run]] = defaultdict(list)
     runs = Run.objects.published().exclude(hardware_class=None)
-    for run in runs.select_related("stack", "hardware", "hardware_class").order_by("id"):
+    runs = runs.select_related("stack", "hardware", "hardware_class").defer("raw_payload")
+    for run in runs.annotate(model_block=KeyTransform("model", "raw_payload")).order_by("id"):
         grouped[(run.stack_id, run.hardware_class_id)].append(run)
     lanes, skipped = [], Counter()
     for _key, found in sorted(grouped.items()):
@@ -105,7 +113,9 @@ def measured_lanes() -> tuple[list[estimates.Lane], Counter]:
         elif first.hardware is None:
             skipped["no machine recorded"] += 1
         else:
-            ceilings = ceilings_of(first.stack, first.hardware, catalog, first.raw_payload)
+            ceilings = ceilings_of(
+                first.stack, first.hardware, catalog, bundle_model(first.model_block)
+            )
             if isinstance(ceilings, str):
                 skipped[ceilings] += 1
                 continue
@@ -178,6 +188,7 @@ def estimate(
     catalog: Catalog | None = None,
     measured_on: int = 0,
     calibrated: dict[str, estimates.Calibration] | None = None,
+    payload: object = None,
 ) -> Estimated | None:
     """The stack's estimate on the class, or None where none can be made (no machine or
     ceiling, speculative decoding, weights larger than the class's memory)."""
@@ -186,7 +197,8 @@ def estimate(
     machine = machine or representative_machine(hw_class)
     if machine is None:
         return None
-    payload = stack.best_run.raw_payload if stack.best_run_id else None
+    if payload is None and stack.best_run_id:
+        payload = stack.best_run.raw_payload
     ceilings = ceilings_of(stack, machine, catalog or integrity.current_catalog(), payload)
     if isinstance(ceilings, str):
         return None
@@ -250,6 +262,8 @@ def for_class(
         .annotate(classes=Count("runs__hardware_class", filter=elsewhere, distinct=True))
         .filter(classes__gt=0)
         .select_related("best_run")
+        .defer("best_run__raw_payload")
+        .annotate(model_block=KeyTransform("model", "best_run__raw_payload"))
     )
     if engine:
         stacks = stacks.filter(engine__iexact=engine)
@@ -277,6 +291,7 @@ def for_class(
             catalog=catalog,
             measured_on=stack.classes,
             calibrated=calibrated,
+            payload=bundle_model(stack.model_block),
         )
         if found is None:
             continue

@@ -18,7 +18,7 @@ from datetime import datetime
 from django.db.models import Case, F, Value, When
 
 from leaderboard.filters import ranks_by_figure
-from runs.figures import Interval, runs_text, settled
+from runs.figures import Interval, settled
 from runs.models import HardwareClass, Run, ScoreScale, Stack
 from worker.engine.stats import MIN_MEDIAN_N
 
@@ -26,26 +26,13 @@ FIGURES = ("overall", "quality", "decode", "prefill", "ttft")
 SPEED_FIGURES = ("decode", "prefill", "ttft")
 
 
-@dataclass(frozen=True)
-class Figure:
-    """One column of a row: the lane's median over n runs, with its 95% interval from three."""
+# One column of a row: the lane's median over n runs, with its 95% interval from three.
+Figure = Interval
 
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    n: int = 0
 
-    @classmethod
-    def of(cls, found: Interval) -> Figure | None:
-        return None if found.median is None else cls(found.median, found.low, found.high, found.n)
-
-    @property
-    def has_interval(self) -> bool:
-        return self.low is not None and self.high is not None
-
-    @property
-    def runs_text(self) -> str:
-        return runs_text(self.n)
+def shown(found: Interval) -> Figure | None:
+    """The figure a row shows, or None where its runs have no value for it."""
+    return None if found.median is None else found
 
 
 @dataclass
@@ -120,7 +107,7 @@ def from_lane(lane, *, scale: str) -> Row:
     figures: dict[str, Figure | None] = {}
     for name in _figures_for(scale, pooled=lane.hardware_class_id is None):
         median = getattr(lane, f"{name}_median")
-        figures[name] = Figure.of(
+        figures[name] = shown(
             Interval(
                 lane.run_count, median, getattr(lane, f"{name}_low"), getattr(lane, f"{name}_high")
             )
@@ -191,9 +178,7 @@ def aggregate(runs: Iterable[tuple], *, scale: str, pooled: bool) -> list[Row]:
     rows = []
     for (stack_id, class_id), members in groups.items():
         best = min(members, key=rank)
-        figures = {
-            name: Figure.of(Interval.of(m[columns[name]] for m in members)) for name in names
-        }
+        figures = {name: shown(Interval.of(m[columns[name]] for m in members)) for name in names}
         rows.append(
             Row(
                 stack_id=stack_id,

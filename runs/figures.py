@@ -35,6 +35,15 @@ class Interval:
         return cls(found["n"], found["median"], found["low"], found["high"])
 
     @property
+    def value(self) -> float | None:
+        """The figure shown: the median."""
+        return self.median
+
+    @property
+    def runs_text(self) -> str:
+        return runs_text(self.n)
+
+    @property
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
 

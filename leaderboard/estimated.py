@@ -11,7 +11,6 @@ how far such estimates miss (ACCURACY).
 from __future__ import annotations
 
 import shlex
-import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from leaderboard.filters import BoardFilters
 from leaderboard.queries import Scope
 from runs import estimates, roofline
 from runs.accelerators import Catalog
+from runs.figures import Interval
 from runs.models import Hardware, HardwareClass, HardwareKind, Run, ScoreScale, Stack
 from submissions import integrity
 
@@ -124,8 +124,9 @@ def measured_lanes() -> tuple[list[estimates.Lane], Counter]:
                     first.stack,
                     first.hardware_class,
                     ceilings,
-                    decode=statistics.median(decode) if decode else None,
-                    prefill=statistics.median(prefill) if prefill else None,
+                    # The lane's figures by the board's rule (runs.figures).
+                    decode=Interval.of(decode).median,
+                    prefill=Interval.of(prefill).median,
                 )
             )
     return lanes, skipped

@@ -1,7 +1,8 @@
 """What else ran on the machine during a run: host load and other GPU processes (`contention`).
 
-A background thread samples, every ``interval`` seconds, the host's CPU times and load average
-(psutil) and the processes on each NVIDIA GPU (NVML, where present). The benchmark itself (this
+A background thread samples, every ``interval`` seconds (2 s by default, with a GPU or not),
+the host's CPU times and load average (psutil; each process's from /proc/<pid>/stat on
+Linux) and the processes on each NVIDIA GPU (NVML, where present). The benchmark itself (this
 process, the server's process tree, and their children) is left out of "other" load. The block
 says ``clear``, ``contended`` (with the reasons) or ``unknown`` (with why it could not look);
 the site does not publish a lab run measured under contention as verified.
@@ -22,6 +23,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -30,6 +32,9 @@ from ..contract import Contention, ContentionStatus
 from .stats import percentile
 
 INTERVAL_S = 2.0
+# The server's own pids are asked for every this many samples (a new child of it is found
+# through the process table at every sample).
+SERVER_EVERY = 10
 HOST_MEAN_LIMIT = 0.10
 HOST_P90_LIMIT = 0.25
 GRAPHICS_MIB_LIMIT = 1024
@@ -47,38 +52,87 @@ def _cpu_busy_total() -> tuple[float, float]:
     return total - idle, total
 
 
-def _process_seconds(process: psutil.Process, *, with_children: bool) -> float:
-    """CPU seconds of a process; with its finished children's for the benchmark's own processes
-    (the code sandbox's short-lived children end between samples). Another process's children
-    are counted once, as themselves, so they are left out of its own figure."""
-    t = process.cpu_times()
-    seconds = t.user + t.system
-    if with_children:
-        seconds += getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
-    return seconds
+# One row per process: (name, parent pid, its own CPU seconds, its finished children's).
+ProcessRow = tuple[str, int, float, float]
+_PROC = Path("/proc")
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _linux_table() -> dict[int, ProcessRow]:
+    """Every process from its /proc/<pid>/stat, one read each: psutil's process_iter reads more
+    per process and costs 3-5x as much (bench/README.md, "Light client")."""
+    table: dict[int, ProcessRow] = {}
+    for entry in os.listdir(_PROC):
+        if not entry.isdigit():
+            continue
+        try:  # a plain open: pathlib's would double the cost of the whole scan
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:  # ended since the listing, or not ours to read
+            continue
+        # The name is in parentheses and may hold spaces or ')': the fields follow the last ')'.
+        close = data.rfind(b")")
+        fields = data[close + 2 :].split()
+        if len(fields) < 15:
+            continue
+        name = data[data.find(b"(") + 1 : close].decode(errors="replace")
+        utime, stime, cutime, cstime = (int(f) / _TICKS for f in fields[11:15])
+        table[int(entry)] = (name, int(fields[1]), utime + stime, cutime + cstime)
+    return table
+
+
+def _psutil_table() -> dict[int, ProcessRow]:
+    """The same rows through psutil, where there is no /proc."""
+    table: dict[int, ProcessRow] = {}
+    for process in psutil.process_iter(["name", "ppid", "cpu_times"]):
+        t = process.info.get("cpu_times")
+        if t is None:
+            continue
+        children = getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+        name = process.info.get("name") or "?"
+        table[process.pid] = (name, process.info.get("ppid") or 0, t.user + t.system, children)
+    return table
+
+
+def process_table() -> dict[int, ProcessRow]:
+    return _linux_table() if (_PROC / "self/stat").exists() else _psutil_table()
+
+
+def with_descendants(roots: set[int], table: dict[int, ProcessRow]) -> set[int]:
+    """``roots`` and every process below them in ``table``."""
+    children: defaultdict[int, list[int]] = defaultdict(list)
+    for pid, row in table.items():
+        children[row[1]].append(pid)
+    found, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 class HostProbe:
-    """Readings of this machine; ``own`` returns the process ids that are the benchmark."""
+    """Readings of this machine; ``own`` returns the process ids at the root of the benchmark
+    (this process, the server's): they and their descendants are ``known`` after a snapshot."""
 
     def __init__(self, own: Callable[[], set[int]]):
         self.own = own
+        self.known: set[int] = set()
 
     def snapshot(self) -> dict:
         busy, total = _cpu_busy_total()
-        known = self.own()
+        table = process_table()
+        known = self.known = with_descendants(self.own(), table)
         own_seconds = 0.0
         others: dict[str, list] = {}
-        for process in psutil.process_iter(["name"]):
-            ours = process.pid in known
-            try:
-                seconds = _process_seconds(process, with_children=ours)
-            except psutil.Error:
-                continue
-            if ours:
-                own_seconds += seconds
-            elif process.pid:
-                others[str(process.pid)] = [process.info.get("name") or "?", seconds]
+        for pid, (name, _parent, seconds, children) in table.items():
+            if pid in known:
+                # With its finished children's: the code sandbox's short-lived ones end between
+                # samples. Another process's children are counted once, as themselves.
+                own_seconds += seconds + children
+            elif pid:
+                others[str(pid)] = [name or "?", seconds]
         try:
             load = list(os.getloadavg())
         except (OSError, AttributeError):
@@ -290,26 +344,28 @@ class ContentionMonitor:
         self.server_pids = server_pids
         self.interval = interval
         self.gpu = gpu if gpu is not None else NvmlProbe()
-        self.host = HostProbe(self._known)
+        self.host = HostProbe(self._roots)
         self.host_snapshots: list[dict] = []
         self.gpu_snapshots: list[dict] = []
         self.known: set[int] = set()
+        self._server: set[int] = set()
+        self._samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _known(self) -> set[int]:
-        pids = {os.getpid()}
-        with contextlib.suppress(psutil.Error):
-            pids.update(p.pid for p in psutil.Process().children(recursive=True))
-        if self.server_pids is not None:
+    def _roots(self) -> set[int]:
+        """This process and the server's; their children come from the snapshot's own table.
+        The server's pids are asked for now and then only: asking walks every process again."""
+        if self.server_pids is not None and self._samples % SERVER_EVERY == 0:
             with contextlib.suppress(Exception):
-                pids.update(self.server_pids())
-        self.known |= pids
-        return pids
+                self._server = set(self.server_pids())
+        self._samples += 1
+        return {os.getpid(), *self._server}
 
     def _sample(self) -> None:
         with contextlib.suppress(Exception):  # a failed reading loses a sample, never the run
             self.host_snapshots.append(self.host.snapshot())
+        self.known |= self.host.known
         with contextlib.suppress(Exception):
             snapshot = self.gpu.snapshot()
             if snapshot is not None:

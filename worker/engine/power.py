@@ -2,9 +2,12 @@
 
 A sampler thread reads every device's board power (milliwatts) and memory in use every
 ``interval`` seconds, and the resident memory of the server's processes when the server runs
-on this machine. Energy is the integral of board power over a measured window (trapezoids
-between samples), summed over devices: joules per prompt token over the prefill window and per
-output token over the decode window.
+on this machine. Without a GPU there is no power to integrate, so the thread wakes once a
+second at most (``HOST_INTERVAL_S``): on a CPU-only machine the benchmark shares its cores with
+the server it measures, and the server's RAM is read at that rate whatever the power rate.
+Energy is the integral of board power over a measured window (trapezoids between samples),
+summed over devices: joules per prompt token over the prefill window and per output token over
+the decode window.
 
 Nothing is reported rather than a wrong number. A window's energy is "not measured", with the
 reason, when NVML is absent, when fewer devices answered than the run expects, when a sample
@@ -29,6 +32,11 @@ import psutil
 METHOD = "GPU board power via NVML"
 INTERVAL_S = 0.1
 MAX_GAP_S = 0.5
+# Without NVML (no power to integrate) and for host RAM in every case: no faster than this.
+HOST_INTERVAL_S = 1.0
+# Listing a process tree walks every process on the machine: often enough to catch a runner
+# Ollama starts, while the RSS of the pids already known is read every HOST_INTERVAL_S.
+TREE_INTERVAL_S = 2.0
 _MIB = 1024**2
 
 
@@ -120,7 +128,9 @@ class PowerMonitor:
     # One sample at a time: a trial's own mark() and the thread's must append in clock order.
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pids: set[int] | None = None
-    _count: int = 0
+    _processes: dict[int, psutil.Process] = field(default_factory=dict)
+    _tree_at: float | None = None  # the clock when the server's pids were last listed
+    _rss_at: float | None = None  # ... and when their RSS was last read
 
     def _open(self) -> None:
         try:
@@ -145,7 +155,6 @@ class PowerMonitor:
 
     def _sample(self) -> None:
         now = self.clock()
-        self._count += 1
         watts: list[float | None] = []
         handles = self._handles if self.nvml is not None else []  # none after stop()
         for index, handle in enumerate(handles):
@@ -157,27 +166,35 @@ class PowerMonitor:
                 watts.append(None)
         if handles:
             self.samples.append(PowerSample(now, tuple(watts)))
-        rss = self._server_rss_mib()
-        if rss is not None:
-            self.peak_server_rss_mib = max(self.peak_server_rss_mib or 0.0, rss)
+        if self.server_pids is not None and (
+            self._rss_at is None or now - self._rss_at >= HOST_INTERVAL_S
+        ):
+            self._rss_at = now
+            rss = self._server_rss_mib(now)
+            if rss is not None:
+                self.peak_server_rss_mib = max(self.peak_server_rss_mib or 0.0, rss)
 
-    def _server_rss_mib(self) -> float | None:
-        if self.server_pids is None:
-            return None
-        # Listing a process tree walks every process on the machine: every 2 s is enough to
-        # catch a runner Ollama starts, while the RSS of the known pids is read every sample.
-        if self._pids is None or self._count % 20 == 1:
+    def _server_rss_mib(self, now: float) -> float | None:
+        assert self.server_pids is not None
+        if self._tree_at is None or now - self._tree_at >= TREE_INTERVAL_S:
+            self._tree_at = now
             with contextlib.suppress(Exception):
                 self._pids = set(self.server_pids())
+            self._processes = {p: v for p, v in self._processes.items() if p in (self._pids or ())}
         total = 0
-        with contextlib.suppress(Exception):
-            for pid in self._pids or ():
-                with contextlib.suppress(psutil.Error):
-                    total += psutil.Process(pid).memory_info().rss
+        for pid in self._pids or ():
+            with contextlib.suppress(psutil.Error):
+                # Kept between samples: a new Process reads /proc/<pid>/stat for its identity.
+                process = self._processes.get(pid)
+                if process is None:
+                    process = self._processes[pid] = psutil.Process(pid)
+                total += process.memory_info().rss
         return total / _MIB if total else None
 
     def start(self) -> PowerMonitor:
         self._open()
+        if not self._handles:
+            self.interval = max(self.interval, HOST_INTERVAL_S)
         self.started_at = self.clock()
         self.sample()
         if self.samples and all(w is not None for w in self.samples[0].watts):

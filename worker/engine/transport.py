@@ -108,6 +108,28 @@ def map_transport_error(exc: httpx.HTTPError, *, during_stream: bool = False) ->
     return EngineError(f"HTTP failure: {_short(exc)}")
 
 
+def timed_lines(response: httpx.Response) -> Iterator[tuple[float, bytes]]:
+    """A streamed body's lines (bytes, ``\\n`` removed), each with the perf_counter reading of the
+    network read that completed it.
+
+    One clock reading and one split per read, not per line, and no text decoding: the SSE and
+    NDJSON readers hand the bytes to ``json.loads`` as they are. A line cut between two reads is
+    the only thing carried over (and joined once). A ``\\r`` before the ``\\n`` stays on the line
+    for the reader to strip; a lone ``\\r`` is not taken as a line end (no server here sends one).
+    """
+    tail = b""
+    for chunk in response.iter_bytes():
+        now = time.perf_counter()
+        if tail:
+            chunk = tail + chunk
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        for line in lines:
+            yield now, line
+    if tail:
+        yield time.perf_counter(), tail
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     # httpx messages can embed the full URL; keep errors free of endpoint addresses.

@@ -281,6 +281,8 @@ class OutputSplit:
 
 
 def _partial_suffix(text: str, tag: str) -> int:
+    if "<" not in text[1 - len(tag) :]:
+        return 0  # every tag starts with "<": the usual chunk, checked once instead of 6 times
     for size in range(min(len(tag) - 1, len(text)), 0, -1):
         if tag.startswith(text[-size:]):
             return size

@@ -8,7 +8,7 @@ import time
 import httpx
 
 from ..errors import ProtocolError, RequestTimeout, StreamInterrupted
-from ..transport import Transport, map_transport_error
+from ..transport import Transport, map_transport_error, timed_lines
 from .base import (
     ChatRequest,
     ChatResponse,
@@ -107,14 +107,17 @@ class OllamaProvider:
         ) as sent:
             t_sent = timing.start(sent)
             try:
-                for line in sent.response.iter_lines():
-                    now = time.perf_counter()
+                for now, line in timed_lines(sent.response):
                     if not line.strip():
                         continue
                     try:
-                        event = json.loads(line)
+                        event = json.loads(line.decode())  # str: no encoding sniffing
                     except ValueError as exc:
-                        raise ProtocolError(f"unparseable NDJSON line: {line[:80]!r}") from exc
+                        head = line[:80].decode(errors="replace")
+                        raise ProtocolError(f"unparseable NDJSON line: {head!r}") from exc
+                    if not isinstance(event, dict):
+                        head = line[:80].decode(errors="replace")
+                        raise ProtocolError(f"NDJSON line is not an object: {head!r}")
                     if event.get("error"):
                         raise StreamInterrupted(f"Ollama reported: {event['error']}")
                     timing.event_count += 1

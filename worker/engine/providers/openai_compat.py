@@ -11,7 +11,7 @@ import httpx
 from ..errors import ProtocolError, RequestTimeout, StreamInterrupted
 from ..loops import FINISH_REASON as LOOP_FINISH
 from ..loops import LoopWatch
-from ..transport import Transport, map_transport_error, raise_for_status
+from ..transport import Transport, map_transport_error, raise_for_status, timed_lines
 from .base import (
     ChatRequest,
     ChatResponse,
@@ -116,19 +116,20 @@ class OpenAIProvider:
         ) as sent:
             stream.t_sent = stream.timing.start(sent)
             try:
-                for line in sent.response.iter_lines():
-                    now = time.perf_counter()
-                    if not line.startswith("data:"):
+                for now, line in timed_lines(sent.response):
+                    if not line.startswith(b"data:"):
                         continue  # blank separators, SSE comments and event/id fields
                     payload = line[5:].strip()
-                    if payload == "[DONE]":
+                    if payload == b"[DONE]":
                         saw_done = True
                         break
                     stream.timing.event_count += 1
                     try:
-                        event = json.loads(payload)
+                        event = json.loads(payload.decode())  # str: no encoding sniffing
                     except ValueError as exc:
-                        raise ProtocolError(f"unparseable SSE event: {payload[:80]!r}") from exc
+                        raise ProtocolError(f"unparseable SSE event: {_head(payload)!r}") from exc
+                    if not isinstance(event, dict):
+                        raise ProtocolError(f"SSE event is not an object: {_head(payload)!r}")
                     if isinstance(event.get("error"), dict | str):
                         _raise_stream_error(event["error"], self.model)
                     if stream.take(event, now):
@@ -218,6 +219,11 @@ class _Stream:
         result.timing = self.timing
         result.wall_ms = self.timing.done_ms
         return result
+
+
+def _head(line: bytes) -> str:
+    """The start of a line the server sent, for an error message."""
+    return line[:80].decode(errors="replace")
 
 
 def _raise_stream_error(error: object, model: str) -> None:

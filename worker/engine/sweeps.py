@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 SWEEP_SUITE = "speed_sweep"
 DEPTH_METHOD = (
-    "llama-bench -d: d context tokens are cached by a first request, then p new tokens are "
-    "prefilled and n decoded on top of them"
+    "llama-bench -d: d context tokens are cached by a first request, once per depth (again "
+    "only when the server's cached-token count shows it lost them), then each trial prefills "
+    "p new tokens and decodes n on top of them"
 )
 # Ollama's num_ctx for the depth cells: room for the deepest cell the model holds, plus a margin
 # (its context is sized from calibrated words, not counted tokens), in whole steps.
@@ -149,7 +150,9 @@ def sweeps_block(suites: Mapping[str, Any], trials: int | None) -> Sweeps | None
 SWEEP_METRICS: dict[str, str] = {
     "depth": "tokens already in the server's context when the measured request starts",
     "depth_tokens": "the server's own count of the tokens it reused from its cache (cache_n)",
-    "cache_held": "whether the cache held at least 90% of the context in every trial",
+    "cache_held": "whether the cache held at least 90% of the context in every counted trial "
+    "(the context is primed once per depth; a trial that found it lost is repeated after a "
+    "re-prime, and the cell's note says how often)",
     "prompt_tokens (depth)": "new prompt tokens the server evaluated in the measured request",
     "prefill_tps (depth)": "new prompt tokens the server evaluated ÷ prefill window (response "
     "headers → first token), per trial, as in the speed suite",
@@ -160,7 +163,8 @@ SWEEP_METRICS: dict[str, str] = {
     "deepest cell the model's own context holds); deeper cells are skipped",
     "streams": "requests sent at the same moment, each on its own connection",
     "aggregate_tps": "completion tokens of a round ÷ (last output token − first send), "
-    "summed over the measured rounds (warm-up round excluded)",
+    "summed over the measured rounds (warm-up rounds excluded: the first level's, and any "
+    "round the server reloaded the model in)",
     "aggregate_decode_tps": "tokens after each request's first ÷ (last output token − "
     "earliest first token): decode only, llama-benchy's total tg figure",
     "per_stream_tps": "each request's own decode rate, (N − 1) ÷ (last − first output token)",
@@ -168,3 +172,102 @@ SWEEP_METRICS: dict[str, str] = {
     "requests; the tail is labelled max when fewer than 20",
     "server_slots": "the server's parallel slots (llama.cpp /props total_slots or /slots)",
 }
+
+
+# ------------------------------------------------------------------------------ token counts
+
+# The depth cells' priming and the concurrency warm-ups: how the sweep ran before issue 35 (a
+# fresh context request before every depth trial, a warm-up round at every level) and since.
+METHODS = ("prime-once", "reprime")
+
+
+def sweep_token_budget(
+    tasks: Sequence[Mapping[str, Any]],
+    trials: int,
+    *,
+    method: str = "prime-once",
+    context: int | None = None,
+) -> dict[str, int]:
+    """The tokens the sweep's cells ask for at ``trials`` trials, from the suite's tasks
+    (``SweepSuite.effective_tasks``): prompt tokens the server evaluates (its prefill work),
+    tokens it generates, and requests. ``method`` "prime-once" is the sweep since issue 35,
+    "reprime" the one before it. Cells a ``context`` of that many tokens cannot hold are left
+    out, as the run skips them; the calibration's few one-token requests are not counted."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}")
+    once = method == "prime-once"
+    prompt = generated = requests = 0
+    first_level = True
+    for task in tasks:
+        spec = task["sweep"]
+        p, n = int(spec["prompt_tokens"]), int(spec["output_tokens"])
+        if spec["kind"] == "depth":
+            d = int(spec["depth"])
+            if context is not None and d + p + n > context:
+                continue
+            primes = (1 if once else trials) if d > 0 else 0
+            prompt += primes * d + trials * p
+            generated += primes + trials * n
+            requests += primes + trials
+            continue
+        c = int(spec["streams"])
+        if context is not None and p + n > context:
+            continue
+        rounds = trials + (1 if first_level or not once else 0)
+        first_level = False
+        prompt += rounds * c * p
+        generated += rounds * c * n
+        requests += rounds * c
+    return {"prompt_tokens": prompt, "generated_tokens": generated, "requests": requests}
+
+
+def recorded_sweep_tokens(suite: Mapping[str, Any]) -> dict[str, Any]:
+    """The tokens a run's sweep cost, from its ``speed_sweep`` suite record: every request's
+    evaluated prompt tokens and generated tokens as the server counted them (measured trials,
+    repeated ones, priming requests, warm-up rounds and the calibration).
+
+    Records from before issue 35 kept neither the context requests nor the warm-up rounds:
+    those are estimated (a context request of ``context_tokens`` per depth trial, a warm-up
+    round like the level's average request) and ``estimated`` lists what was.
+    """
+    out: dict[str, Any] = {"prompt_tokens": 0, "generated_tokens": 0, "requests": 0}
+    estimated: list[str] = []
+
+    def add(prompt: object, generated: object) -> None:
+        out["prompt_tokens"] += int(prompt) if isinstance(prompt, int | float) else 0
+        out["generated_tokens"] += int(generated) if isinstance(generated, int | float) else 0
+        out["requests"] += 1
+
+    meta = suite.get("metadata") or {}
+    for request in meta.get("calibration_requests") or []:
+        add(request.get("evaluated_tokens"), request.get("completion_tokens"))
+    for task in suite.get("tasks") or []:
+        task_meta = task.get("metadata") or {}
+        spec, trials = task_meta.get("sweep") or {}, task_meta.get("trials") or []
+        for trial in trials:
+            prime = trial.get("prime")
+            if isinstance(prime, Mapping):
+                if prime.get("ok"):
+                    add(prime.get("evaluated_tokens"), prime.get("completion_tokens"))
+            elif "prime" not in trial and trial.get("depth_target"):
+                add(trial.get("context_tokens"), 1)
+                if "depth context requests" not in estimated:
+                    estimated.append("depth context requests")
+            if trial.get("ok"):
+                add(trial.get("prefill_tokens"), trial.get("completion_tokens"))
+        if spec.get("kind") != "concurrency":
+            continue
+        if "warmups" in task_meta:
+            for request in task_meta["warmups"]:
+                if request.get("ok"):
+                    add(request.get("prefill_tokens"), request.get("completion_tokens"))
+        elif (good := [t for t in trials if t.get("ok")]) and spec.get("streams"):
+            for _ in range(int(spec["streams"])):
+                add(
+                    sum(t.get("prefill_tokens") or 0 for t in good) / len(good),
+                    sum(t.get("completion_tokens") or 0 for t in good) / len(good),
+                )
+            if "warm-up rounds" not in estimated:
+                estimated.append("warm-up rounds")
+    out["estimated"] = estimated
+    return out

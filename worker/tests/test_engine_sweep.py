@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,12 @@ import jsonschema
 import pytest
 
 from worker.engine.bundle import validation_errors
-from worker.engine.testing.xllama_launcher import ServerHandle, start_server
+from worker.engine.providers import OpenAIProvider
+from worker.engine.suites import RunContext, available_suites
+from worker.engine.suites.sweep import FIRST_LEVEL, FIRST_PRIME, PRIME_EVERY_TRIAL
+from worker.engine.sweeps import recorded_sweep_tokens, sweep_token_budget
+from worker.engine.testing.xllama_launcher import MODEL_ALIAS, ServerHandle, start_server
+from worker.engine.transport import Transport
 
 pytestmark = pytest.mark.llm
 
@@ -88,10 +94,11 @@ def test_depth_cells_hold_their_context_and_keep_the_servers_clock(sweep_run) ->
     shallow, deep = cells[0], cells[512]
     assert shallow["status"] == deep["status"] == "measured"
     assert shallow["n"] == deep["n"] == TRIALS
-    # The context request put ~512 tokens in; the measured request found them all cached.
+    # The context request put ~512 tokens in; every measured request found them all cached
+    # (and nothing of an earlier trial: its reply opens with the trial's own nonce).
     assert 0.8 * 512 <= deep["context_tokens"] <= 1.2 * 512
-    assert 0.9 * deep["context_tokens"] <= deep["depth_tokens"] <= deep["context_tokens"]
-    assert deep["cache_held"] is True
+    assert deep["context_tokens"] <= deep["depth_tokens"] <= deep["context_tokens"] + 2
+    assert deep["cache_held"] is True and "note" not in deep
     # At depth 0 only the chat template's fixed prefix (its default system prompt) is cached:
     # the nonce opens the prompt.
     assert shallow["depth_tokens"] < 40 and shallow["cache_held"] is None
@@ -101,12 +108,63 @@ def test_depth_cells_hold_their_context_and_keep_the_servers_clock(sweep_run) ->
         assert 0.7 * N_NEW <= cell["prompt_tokens"] <= 1.3 * N_NEW + 40
     # Cells run minutes apart on a shared machine, so rates are held against the server's own
     # clock for the same request rather than against another cell's.
-    for trial in bundle["suites"]["speed_sweep"]["tasks"][1]["metadata"]["trials"]:
+    trials = bundle["suites"]["speed_sweep"]["tasks"][1]["metadata"]["trials"]
+    for trial in trials:
+        assert trial["counted"] and trial["cache_held"] and not trial["reprimed"]
         assert trial["server"]["cache_n"] == trial["depth_tokens"]
         assert trial["server"]["prompt_n"] == trial["prefill_tokens"]
         assert trial["completion_tokens"] == N_OUT  # ignore_eos: every trial decodes n
         assert 0.8 < trial["decode_ratio_vs_server"] < 1.25
         assert 0.8 < trial["prefill_ratio_vs_server"] < 1.25
+
+
+def test_a_depth_cell_primes_its_context_once(sweep_run) -> None:
+    """One priming request per depth, before the first trial; the server's cached-token count
+    showed the context held, so no trial primed again."""
+    _, bundle = sweep_run
+    tasks = {t["task_id"]: t for t in bundle["suites"]["speed_sweep"]["tasks"]}
+    first, *rest = tasks["sweep-depth-512"]["metadata"]["trials"]
+    assert first["prime"]["reason"] == FIRST_PRIME and first["prime"]["ok"]
+    # The priming request evaluated the context (less the template's cached prefix), once.
+    assert first["prime"]["prompt_tokens"] == first["context_tokens"]
+    assert first["prime"]["evaluated_tokens"] <= first["context_tokens"]
+    assert first["prime"]["completion_tokens"] == 1
+    assert [t["prime"] for t in rest] == [None] * (TRIALS - 1)
+    assert len({t["context_nonce"] for t in (first, *rest)}) == 1
+    # Depth 0 has no context to prime.
+    assert {t["prime"] for t in tasks["sweep-depth-0"]["metadata"]["trials"]} == {None}
+
+
+def test_the_sweep_s_tokens_are_counted_as_planned(sweep_run) -> None:
+    """What the run recorded against what the suite's cells ask for: generated tokens exactly
+    (ignore_eos), prompt tokens near the calibrated targets."""
+    _, bundle = sweep_run
+    suite = bundle["suites"]["speed_sweep"]
+    options = {"depths": list(DEPTHS), "concurrency": list(STREAMS)}
+    options |= {"prompt_tokens": N_NEW, "output_tokens": N_OUT}
+    tasks = available_suites()["speed_sweep"].effective_tasks(None, options)
+    planned = sweep_token_budget(tasks, TRIALS, context=2048)
+    recorded = recorded_sweep_tokens(suite)
+    calibration = suite["metadata"]["calibration_requests"]
+    assert recorded["estimated"] == []
+    assert recorded["requests"] == planned["requests"] + len(calibration)
+    generated = recorded["generated_tokens"] - sum(r["completion_tokens"] for r in calibration)
+    assert generated == planned["generated_tokens"]
+    prompt = recorded["prompt_tokens"] - sum(r["evaluated_tokens"] for r in calibration)
+    # The plan counts every prompt's whole target; the server served the chat template's
+    # fixed prefix (its default system prompt) of each prompt that opens with a nonce from
+    # its cache: depth 0 and the concurrency cells.
+    prefix = sum(
+        request["server"]["cache_n"]
+        for task in suite["tasks"]
+        for request in task["metadata"]["trials"] + task["metadata"].get("warmups", [])
+        if not request.get("depth_target")
+    )
+    assert 0.9 * planned["prompt_tokens"] <= prompt + prefix <= 1.1 * planned["prompt_tokens"]
+    # The method before issue 35 asked for one context per depth trial and a warm-up round
+    # per level: here 2 × 512 + (2 + 4) × 64 more prompt tokens.
+    before = sweep_token_budget(tasks, TRIALS, method="reprime", context=2048)
+    assert before["prompt_tokens"] - planned["prompt_tokens"] == 2 * 512 + 6 * N_NEW
 
 
 def test_a_depth_beyond_the_server_s_context_is_skipped(sweep_run, sweep_server) -> None:
@@ -137,6 +195,15 @@ def test_concurrent_streams_share_the_server_s_two_slots(sweep_run) -> None:
         assert cell["ttft_tail_label"] == "max"  # n < 20
         assert cell["ttft_tail_ms"] == max_ttft(bundle, streams)
         assert cell["ttft_p50_ms"] <= cell["ttft_tail_ms"]
+    # One warm-up round in the whole sweep: the first level's (one request), none after.
+    tasks = {t["task_id"]: t for t in bundle["suites"]["speed_sweep"]["tasks"]}
+    (warmup,) = tasks["sweep-concurrency-1"]["metadata"]["warmups"]
+    assert warmup["warmup"] and warmup["warmup_reason"] == FIRST_LEVEL and warmup["ok"]
+    for streams in STREAMS[1:]:
+        assert tasks[f"sweep-concurrency-{streams}"]["metadata"]["warmups"] == []
+    assert bundle["suites"]["speed_sweep"]["metadata"]["warmups"] == [
+        {"task_id": "sweep-concurrency-1", "streams": 1, "reason": FIRST_LEVEL}
+    ]
     two, four = cells[2], cells[4]
     # Relations below hold within one cell (one round's streams at once): cells run minutes
     # apart on a shared machine, where the load can change tenfold between them.
@@ -197,3 +264,77 @@ def test_the_bundle_validates_and_the_sweep_changes_no_score(sweep_run) -> None:
         "--depths 0,512,8192 --concurrency 1,2,4 --sweep-prompt-tokens 64 "
         "--sweep-output-tokens 24 changes the sweep's cells"
     ]
+
+
+def _depth_cells(url: str, depth: int, trials: int, primings: list[str | None], emit=None):
+    """Depth cells run in-process by the suite itself, one per priming method in turn, after
+    one calibration (p 64 new tokens, 16 decoded): each cell's task metadata."""
+    suite = available_suites()["speed_sweep"]
+    provider = OpenAIProvider(Transport(url, timeout=300), MODEL_ALIAS, supports_ignore_eos=True)
+    ctx = RunContext(provider=provider, trials=trials, server={"context_length": 2048})
+    if emit is not None:
+        ctx.emit = emit
+    options = {"depths": [depth], "concurrency": [1], "prompt_tokens": N_NEW, "output_tokens": 16}
+    (task,) = [t for t in suite.effective_tasks(None, options) if t["sweep"]["kind"] == "depth"]
+    out = []
+    try:
+        suite.prepare(ctx)
+        for priming in primings:
+            spec = {**task["sweep"], **({"priming": priming} if priming else {})}
+            out.append(suite.run_task({**task, "sweep": spec}, ctx)["metadata"])
+    finally:
+        provider.close()
+    return out
+
+
+def test_priming_once_measures_what_priming_every_trial_measured(sweep_server) -> None:
+    """The two methods on one server, interleaved: the same cached depth, the same new tokens
+    evaluated, and prefill and decode rates that agree within this shared machine's noise."""
+    cells = _depth_cells(sweep_server.base_url, 512, 3, [None, PRIME_EVERY_TRIAL, None])
+    runs = {"once": cells[0]["trials"] + cells[2]["trials"], "every": cells[1]["trials"]}
+    primes = {k: sum(1 for t in v if t["prime"]) for k, v in runs.items()}
+    assert primes == {"once": 2, "every": 3}
+
+    def median(key: str, method: str) -> float:
+        return statistics.median(t[key] for t in runs[method])
+
+    # The same work: the cached context and the evaluated new tokens, to a token or two.
+    assert abs(median("depth_tokens", "once") - median("depth_tokens", "every")) <= 2
+    assert abs(median("prefill_tokens", "once") - median("prefill_tokens", "every")) <= 2
+    for trial in runs["once"] + runs["every"]:
+        assert trial["counted"] and trial["cache_held"]
+    # The same rates, within the noise of a 2-core machine shared with other test runs (the
+    # server's own clock: what the client adds is checked against it elsewhere).
+    for key in ("server_prefill_tps", "server_decode_tps"):
+        ratio = median(key, "once") / median(key, "every")
+        assert 0.7 < ratio < 1.43, (key, ratio)
+
+
+def test_a_lost_cache_is_primed_again(spawn_llm_server) -> None:
+    """The server restarts after the first trial (its cache is gone): the next request's
+    cached-token count shows it, so that trial is not counted, the context is primed again and
+    the trial repeated."""
+    server = spawn_llm_server(n_ctx=2048, parallel=1, tools_template=False)
+    restarted: list[ServerHandle] = []
+
+    def emit(event) -> None:
+        if event["type"] == "trial_completed" and event["trial"] == 1 and not restarted:
+            server.stop()
+            restarted.append(spawn_llm_server(port=server.port, n_ctx=2048, tools_template=False))
+
+    (meta,) = _depth_cells(server.base_url, 512, 3, [None], emit=emit)
+    first, lost, again, last = meta["trials"]
+    assert restarted and first["prime"]["reason"] == FIRST_PRIME
+    assert not lost["counted"] and lost["cache_held"] is False and lost["prime"] is None
+    assert lost["depth_tokens"] < 0.5 * lost["context_tokens"]
+    assert lost["excluded"].startswith(f"the server reused {lost['depth_tokens']} of the context")
+    assert again["reprimed"] and again["prime"]["reason"].startswith(
+        "the previous request found the cache lost"
+    )
+    # The lost request had evaluated the context again: the re-prime found it cached.
+    assert again["prime"]["evaluated_tokens"] < 0.1 * again["context_tokens"]
+    assert [t["trial_index"] for t in meta["trials"]] == [1, 2, 2, 3]
+    assert again["cache_held"] and last["cache_held"] and last["prime"] is None
+    cell = meta["cell"]
+    assert cell["n"] == 3 and cell["cache_held"] is True
+    assert cell["note"].startswith("the server lost the cached context 1 time(s)")

@@ -11,7 +11,7 @@ from worker.engine.reasoning import OutputLimits
 from worker.engine.scoring import aggregate, is_speed_only
 from worker.engine.suites import available_suites, load_profiles
 from worker.engine.suites.sweep import parse_levels
-from worker.engine.sweeps import ollama_depth_context
+from worker.engine.sweeps import ollama_depth_context, recorded_sweep_tokens, sweep_token_budget
 
 SWEEP = available_suites()["speed_sweep"]
 
@@ -136,3 +136,63 @@ def test_without_depth_cells_ollama_keeps_the_run_s_num_ctx() -> None:
     concurrency = [t for t in SWEEP.effective_tasks() if t["sweep"]["kind"] == "concurrency"]
     assert ollama_depth_context(4096, 131072, concurrency) == 4096
     assert ollama_depth_context(4096, 131072, None) == 4096
+
+
+def test_the_sweep_s_token_budget_before_and_since_priming_once() -> None:
+    """Per depth cell, d context tokens once instead of once per trial; one warm-up round in
+    the sweep instead of one per level. The profiles' own cells (d 0/4K/16K/32K, p 512, n 128;
+    c 1/2/4/8, p 128, n 128), at speed-deep's 3 trials and full's 5."""
+    tasks = SWEEP.effective_tasks()
+    depths = sum(t["sweep"]["depth"] for t in tasks if t["sweep"]["kind"] == "depth")
+    for trials in (3, 5):
+        before = sweep_token_budget(tasks, trials, method="reprime")
+        after = sweep_token_budget(tasks, trials)
+        later_levels = 2 + 4 + 8  # streams of every level after the first
+        assert before["prompt_tokens"] - after["prompt_tokens"] == (
+            (trials - 1) * depths + later_levels * 128
+        )
+        assert before["generated_tokens"] - after["generated_tokens"] == (
+            (trials - 1) * 3 + later_levels * 128
+        )
+        assert before["requests"] - after["requests"] == (trials - 1) * 3 + later_levels
+    # full (5 trials): the peer count of issue 35 found 288,240 prompt tokens and 14,099
+    # generated in a real bundle of the old method, the calibration's few included.
+    assert sweep_token_budget(tasks, 5, method="reprime") == {
+        "prompt_tokens": 288_000,
+        "generated_tokens": 14_095,
+        "requests": 125,
+    }
+    assert sweep_token_budget(tasks, 5) == {
+        "prompt_tokens": 73_216,
+        "generated_tokens": 12_291,
+        "requests": 99,
+    }
+    # A server whose context holds 16K skips the 16K and 32K cells, as the run does.
+    small = sweep_token_budget(tasks, 3, context=16384)
+    assert small["prompt_tokens"] == 4096 + 2 * 3 * 512 + (3 * 15 + 1) * 128
+
+
+def test_a_bundle_from_before_priming_once_is_counted_with_its_estimates() -> None:
+    """Old records kept neither the context requests nor the warm-up rounds: they are
+    estimated from what the records hold, and the count says so."""
+    depth_trial = {"ok": True, "depth_target": 4096, "context_tokens": 4100}
+    depth_trial |= {"prefill_tokens": 510, "completion_tokens": 128}
+    stream_trial = {"ok": True, "prefill_tokens": 100, "completion_tokens": 128}
+    suite = {
+        "tasks": [
+            {"metadata": {"sweep": {"kind": "depth"}, "trials": [depth_trial] * 2}},
+            {
+                "metadata": {
+                    "sweep": {"kind": "concurrency", "streams": 2},
+                    "trials": [stream_trial] * 4,
+                }
+            },
+        ]
+    }
+    count = recorded_sweep_tokens(suite)
+    assert count == {
+        "prompt_tokens": 2 * (4100 + 510) + 6 * 100,
+        "generated_tokens": 2 * (1 + 128) + 6 * 128,
+        "requests": 4 + 6,
+        "estimated": ["depth context requests", "warm-up rounds"],
+    }

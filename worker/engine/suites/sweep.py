@@ -1,17 +1,17 @@
 """speed_sweep: speed at context depth and under concurrent streams (see docs/metrics.md).
 
 Depth, in the manner of ``llama-bench -d``: a first request puts d tokens in the server's
-context (a fresh nonce at its start, so nothing of another cell or trial can be reused), then
-the measured request keeps that context, adds p new prompt tokens and decodes n. Concurrency:
-c streams at once, each on its own connection, a warm-up round first at every level. Cells are
-measured, never scored (worker.engine.scoring.MEASURED_ONLY); the bundle's ``sweeps`` block is
-built from them (worker.engine.sweeps).
+context (a fresh nonce at its start, so nothing of another cell can be reused), once per cell;
+each measured request keeps that context, adds p new prompt tokens (after a reply that opens with
+the trial's own nonce, so nothing of an earlier trial is reused) and decodes n. The context is
+primed again only when a request's cached-token count shows the server lost it. Concurrency: c
+streams at once, each on its own connection, a warm-up round first at the first level and after
+a reload. Cells are measured, never scored (worker.engine.scoring.MEASURED_ONLY); the bundle's
+``sweeps`` block is built from them (worker.engine.sweeps).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from ...contract import TaskRecord, TrialCompleted
 from ..errors import EngineError
 from ..metrics import request_metrics
-from ..providers.base import ChatRequest, Provider
+from ..providers.base import ChatRequest, ChatResponse, Provider
 from ..reasoning import OutputLimits
 from ..stats import percentile, summarize
 from .base import RunContext, Suite, task_record
@@ -31,14 +31,21 @@ from .speed import (
     calibrate,
     progress_callback,
 )
+from .sweep_rounds import concurrency_cell, reload_reason, round_rates, run_round
 
 SUITE = "speed_sweep"
 # The cache holds the depth when the server reused at least this share of the context tokens.
 CACHE_HELD_SHARE = 0.9
-# Below this many samples the TTFT tail is the maximum, not a 99th percentile.
-P99_MIN_SAMPLES = 20
-BARRIER_TIMEOUT_S = 60.0
-ACK = {"role": "assistant", "content": "Noted."}
+# A depth cell's priming: once (re-primed when the cache is lost), or before every trial with a
+# fresh context (the method before issue 35; kept to compare the two on one server).
+PRIME_ONCE, PRIME_EVERY_TRIAL = "once", "every-trial"
+FIRST_PRIME = "first trial at this depth"
+# Re-primes per depth cell: past them a trial that finds the cache lost counts as it is (a
+# server that keeps no cache would otherwise repeat every trial).
+MAX_REPRIMES = 2
+# Extra rounds per concurrency level that a reload may cost; past them a round counts as it is.
+MAX_RELOAD_ROUNDS = 2
+FIRST_LEVEL = "first concurrency level of the run"
 
 
 def _context_turn(nonce: str, words: int) -> dict[str, str]:
@@ -46,6 +53,12 @@ def _context_turn(nonce: str, words: int) -> dict[str, str]:
     parts = [f"Request {nonce}.", "Notes from the harbour office:", filler(words, 3)]
     parts.append("Keep these notes in mind; a question follows.")
     return {"role": "user", "content": "\n\n".join(p for p in parts if p)}
+
+
+def _ack(nonce: str) -> dict[str, str]:
+    """The short reply after the context. It opens with the trial's own nonce: the server's
+    cache can serve the context, never an earlier trial's reply and question."""
+    return {"role": "assistant", "content": f"{nonce}: noted."}
 
 
 def _question_turn(words: int, instruction: str) -> dict[str, str]:
@@ -132,6 +145,8 @@ class SweepSuite(Suite):
             )
         except EngineError:
             return None
+        # Kept for the sweep's token count (worker.engine.sweeps.recorded_sweep_tokens).
+        ctx.suite_metadata.setdefault("calibration_requests", []).append(request_tokens(response))
         return response.prompt_tokens
 
     def _overheads(self, ctx: RunContext, instruction: str) -> dict[str, float]:
@@ -143,7 +158,7 @@ class SweepSuite(Suite):
         nonce = new_nonce()
         alone = self._count(ctx, speed_messages(nonce, instruction, 0))
         context = _context_turn(nonce, 0)
-        after = self._count(ctx, [context, ACK, _question_turn(0, instruction)])
+        after = self._count(ctx, [context, _ack(new_nonce()), _question_turn(0, instruction)])
         base = calib["context_base_tokens"] if calib["calibrated"] else None
         words = len(instruction.split())
         estimate = FALLBACK_BASE_TOKENS + words * FALLBACK_TOKENS_PER_WORD
@@ -183,21 +198,31 @@ class SweepSuite(Suite):
             return self._record(task, _skipped("depth", depth, reason), [])
         over = self._overheads(ctx, spec["instruction"])
         base = ctx.suite_metadata["calibration"]["context_base_tokens"]
-        depth_words = self._words(ctx, depth - base)
         new_words = self._words(ctx, p - (over["question"] if depth else over["depth0"]))
+        every_trial = spec.get("priming", PRIME_ONCE) == PRIME_EVERY_TRIAL
+        cache = _DepthCache(depth, self._words(ctx, depth - base)) if depth else None
         trials: list[dict] = []
-        for index in range(1, ctx.trials + 1):
+        index = 1
+        while index <= ctx.trials:
             ctx.check_stop()
+            if cache is not None and (cache.due is None and every_trial):
+                cache.renew("the method primes before every trial")
             try:
-                trial = self._depth_trial(ctx, task, index, depth, depth_words, new_words, n)
+                trial = self._depth_trial(ctx, task, index, cache, new_words, n)
             except EngineError as exc:
-                trial = {"trial_index": index, "ok": False, "error": exc.message}
+                trial = {"trial_index": index, "ok": False, "counted": True, "error": exc.message}
                 trial["error_kind"] = exc.kind
+                if cache is not None:
+                    trial["prime"] = cache.taken
+                    # A request that failed may have been a restart: check the cache again.
+                    cache.due = cache.due or f"the previous request failed ({exc.kind})"
                 if exc.kind == "context_overflow":
                     reason = f"the server refused the context: {exc.message[:200]}"
                     return self._record(task, _skipped("depth", depth, reason), [*trials, trial])
             trials.append(trial)
-            self._trial_event(ctx, task, index, trial)
+            if trial["counted"]:
+                self._trial_event(ctx, task, index, trial)
+                index += 1
         return self._record(task, _depth_cell(depth, trials), trials)
 
     def _depth_trial(
@@ -205,23 +230,17 @@ class SweepSuite(Suite):
         ctx: RunContext,
         task: dict,
         index: int,
-        depth: int,
-        depth_words: int,
+        cache: _DepthCache | None,
         new_words: int,
         n: int,
     ) -> dict[str, Any]:
-        """One load request (not measured) and the measured request on top of its context."""
+        """The measured request on top of the cell's context, primed first where it is due."""
         nonce = new_nonce()
         instruction = task["sweep"]["instruction"]
         provider = _depth_provider(ctx)
-        context_tokens: int | None = 0
-        if depth > 0:
-            context = _context_turn(nonce, depth_words)
-            loaded = provider.chat_stream(
-                ChatRequest(messages=[context], max_tokens=1, temperature=0.0)
-            )
-            context_tokens = loaded.prompt_tokens
-            messages = [context, ACK, _question_turn(new_words, instruction)]
+        if cache is not None:
+            cache.prime(provider)
+            messages = [cache.context, _ack(nonce), _question_turn(new_words, instruction)]
         else:
             messages = speed_messages(nonce, instruction, new_words)
         response = provider.chat_stream(
@@ -233,28 +252,36 @@ class SweepSuite(Suite):
         held_n = server.get("cache_n")
         if held_n is None:
             held_n = response.cached_tokens
-        held: bool | None = None
-        if depth > 0 and held_n is not None and context_tokens:
-            held = held_n >= CACHE_HELD_SHARE * context_tokens
-        if depth > 0 and held_n is None:
+        trial: dict[str, Any] = {
+            "trial_index": index,
+            "ok": True,
+            "counted": True,
+            "nonce": nonce,
+            "depth_target": cache.depth if cache else 0,
+            "context_tokens": cache.tokens if cache else 0,
+            "depth_tokens": held_n,
+            "cache_held": None,
+            "prime": cache.taken if cache else None,
+            "reprimed": bool(cache and cache.taken and cache.taken["reason"] != FIRST_PRIME),
+            **metrics,
+        }
+        if cache is None:
+            return trial
+        trial["context_nonce"] = cache.nonce
+        if held_n is None:
             # A server that counts no cached tokens (Ollama before prompt_eval_cached_count)
             # leaves the context's share of its prompt count unknown: no prefill rather than
-            # one that counts d cached tokens as prefilled.
-            metrics["prefill_tps"] = None
-            metrics["prefill_note"] = (
+            # one that counts d cached tokens as prefilled; and no sign of a lost cache.
+            trial["prefill_tps"] = None
+            trial["prefill_note"] = (
                 "not measured: the server reports no cached-token count, so the tokens it "
                 "evaluated on top of the context are unknown"
             )
-        return {
-            "trial_index": index,
-            "ok": True,
-            "nonce": nonce,
-            "depth_target": depth,
-            "context_tokens": context_tokens,
-            "depth_tokens": held_n,
-            "cache_held": held,
-            **metrics,
-        }
+        elif cache.tokens:
+            trial["cache_held"] = held_n >= CACHE_HELD_SHARE * cache.tokens
+            if not trial["cache_held"]:
+                cache.lost(trial, held_n)
+        return trial
 
     # ------------------------------------------------------------ concurrency
 
@@ -273,22 +300,41 @@ class SweepSuite(Suite):
         if streams > 1 and ctx.new_provider is not None:
             providers = [ctx.new_provider() for _ in range(streams)]
         results: list[dict] = []
+        warmups: list[dict] = []
+        # A warm-up round where one is needed: at the run's first level (connections, the
+        # model's first batches, Ollama's reload back from the depth cells' num_ctx) ...
+        warmup: str | None = None if ctx.suite_metadata.get("warmups") else FIRST_LEVEL
+        reloads = 0
         try:
             with ThreadPoolExecutor(max_workers=streams) as pool:
-                for round_index in range(ctx.trials + 1):
+                measured = 0
+                while measured < ctx.trials:
                     ctx.check_stop()
-                    batch = _round(pool, providers, task, ctx, round_index, words, n)
-                    if round_index == 0:
-                        continue  # the level's warm-up round: excluded
+                    batch = run_round(pool, providers, task, measured + 1, words, n, warmup)
+                    # ... and after a reload: a round the server loaded the model in is one.
+                    reload = reload_reason(batch)
+                    if warmup is None and reload and reloads < MAX_RELOAD_ROUNDS:
+                        reloads += 1
+                        warmup = reload
+                        for request in batch:
+                            request.update(warmup=True, warmup_reason=reload)
+                    if warmup is not None:
+                        warmups.extend(batch)
+                        ctx.suite_metadata.setdefault("warmups", []).append(
+                            {"task_id": task["id"], "streams": streams, "reason": warmup}
+                        )
+                        warmup = None
+                        continue
+                    measured += 1
                     results.extend(batch)
                     good = [r for r in batch if r["ok"]]
                     self._trial_event(
                         ctx,
                         task,
-                        round_index,
+                        measured,
                         {
                             "ok": bool(good),
-                            "decode_tps": _round_rates(good)["aggregate_decode_tps"],
+                            "decode_tps": round_rates(good)["aggregate_decode_tps"],
                             "ttft_ms": _median([r["ttft_ms"] for r in good]),
                             "prefill_tps": None,
                         },
@@ -297,7 +343,9 @@ class SweepSuite(Suite):
             if providers[0] is not ctx.provider:
                 for provider in providers:
                     provider.close()
-        return self._record(task, _concurrency_cell(streams, results), results)
+        record = self._record(task, concurrency_cell(streams, results), results)
+        record["metadata"]["warmups"] = warmups
+        return record
 
     # ---------------------------------------------------------------- records
 
@@ -320,7 +368,7 @@ class SweepSuite(Suite):
             error = str(cell.get("reason", "every request failed"))
         elif failed:
             error = f"{len(failed)}/{len(trials)} requests failed: {failed[0].get('error', '')}"
-        good = [t for t in trials if t.get("ok")]
+        good = [t for t in trials if t.get("ok") and t.get("counted", True)]
         return task_record(
             task,
             self.name,
@@ -341,6 +389,78 @@ def _depth_provider(ctx: RunContext) -> Provider:
     return ctx.depth_provider or ctx.provider
 
 
+class _DepthCache:
+    """A depth cell's context in the server's cache: primed before the cell's first trial, and
+    again only when it is due (a trial found the cache lost, or a request failed)."""
+
+    def __init__(self, depth: int, words: int) -> None:
+        self.depth, self.words = depth, words
+        self.nonce = new_nonce()
+        self.context = _context_turn(self.nonce, words)
+        # Why the next trial primes first; None: the cache is taken to hold the context.
+        self.due: str | None = FIRST_PRIME
+        # The priming request just before the current trial (its record), if there was one.
+        self.taken: dict[str, Any] | None = None
+        # The last priming request's prompt tokens: the context, as the server counts it.
+        self.tokens: int | None = None
+        self.reprimes = 0
+
+    def renew(self, reason: str) -> None:
+        """A fresh context (new nonce) to prime: nothing of the last one can be reused."""
+        self.nonce = new_nonce()
+        self.context = _context_turn(self.nonce, self.words)
+        self.due = reason
+
+    def prime(self, provider: Provider) -> None:
+        """Put the context in the server's cache when that is due (one decoded token)."""
+        self.taken = None
+        if self.due is None:
+            return
+        record: dict[str, Any] = {"reason": self.due, "ok": False}
+        self.taken, self.due = record, None
+        try:
+            response = provider.chat_stream(
+                ChatRequest(messages=[self.context], max_tokens=1, temperature=0.0)
+            )
+        except EngineError as exc:
+            record["error"] = exc.message[:300]
+            self.due = f"the priming request failed ({exc.kind})"
+            raise
+        record.update(ok=True, **request_tokens(response))
+        self.tokens = response.prompt_tokens
+
+    def lost(self, trial: dict[str, Any], held: int) -> None:
+        """The trial's request found the context gone: it re-evaluated it, so it is repeated
+        after a re-prime, while re-primes are left; past them it counts as it is."""
+        why = (
+            f"the server reused {held} of the context's {self.tokens} tokens: its cache had "
+            "lost the context, so this request evaluated it again"
+        )
+        if self.reprimes >= MAX_REPRIMES:
+            trial["cache_note"] = f"{why}; counted (no re-primes left in this cell)"
+            return
+        self.reprimes += 1
+        trial["counted"] = False
+        trial["excluded"] = f"{why}; not counted, repeated after a re-prime"
+        self.due = f"the previous request found the cache lost ({held} of {self.tokens} reused)"
+
+
+def request_tokens(response: ChatResponse) -> dict[str, int | None]:
+    """A request's token counts as the server gave them: its whole prompt, the part it
+    evaluated (llama.cpp's prompt_n, else prompt − cached), the cached part and the output."""
+    server = response.server
+    cached = server.cache_n if server and server.cache_n is not None else response.cached_tokens
+    evaluated = server.prompt_n if server and server.prompt_n is not None else None
+    if evaluated is None and response.prompt_tokens is not None:
+        evaluated = max(response.prompt_tokens - (cached or 0), 0)
+    return {
+        "prompt_tokens": response.prompt_tokens,
+        "evaluated_tokens": evaluated,
+        "cached_tokens": cached,
+        "completion_tokens": response.completion_tokens,
+    }
+
+
 def _skipped(key: str, level: int, reason: str) -> dict[str, Any]:
     return {key: level, "status": "skipped", "reason": reason}
 
@@ -351,7 +471,9 @@ def _median(values: list) -> float | None:
 
 
 def _depth_cell(depth: int, trials: list[dict]) -> dict[str, Any]:
-    good = [t for t in trials if t.get("ok")]
+    """The cell's figures over its counted trials (a trial that found the cache lost and was
+    repeated is kept in the record, not in the figures)."""
+    good = [t for t in trials if t.get("ok") and t.get("counted", True)]
     if not good:
         reason = next((t["error"] for t in trials if t.get("error")), "every trial failed")
         return {"depth": depth, "status": "failed", "reason": str(reason)[:300]}
@@ -372,122 +494,18 @@ def _depth_cell(depth: int, trials: list[dict]) -> dict[str, Any]:
         "decode_tps": summarize(t["decode_tps"] for t in good),
         "ttft_ms": summarize((t["ttft_ms"] for t in good), higher_is_better=False),
     }
+    notes = []
+    repeated = sum(1 for t in trials if t.get("excluded"))
+    if repeated:
+        notes.append(
+            f"the server lost the cached context {repeated} time(s): re-primed, and each "
+            "trial that found it lost was repeated (not counted)"
+        )
     if held and not all(held):
-        cell["note"] = (
+        notes.append(
             f"the server's cache did not hold the context in {held.count(False)} of "
-            f"{len(held)} trials: their prefill re-evaluated it"
+            f"{len(held)} counted trials: their prefill re-evaluated it"
         )
+    if notes:
+        cell["note"] = "; ".join(notes)
     return cell
-
-
-def _round(
-    pool: ThreadPoolExecutor,
-    providers: list[Provider],
-    task: dict,
-    ctx: RunContext,
-    round_index: int,
-    words: int,
-    n: int,
-) -> list[dict]:
-    """One round: every stream sends at the same moment (a barrier), each on its connection."""
-    barrier = threading.Barrier(len(providers), timeout=BARRIER_TIMEOUT_S)
-    origin = time.perf_counter()
-    instruction = task["sweep"]["instruction"]
-
-    def one(stream: int) -> dict[str, Any]:
-        nonce = new_nonce()
-        request = ChatRequest(
-            messages=speed_messages(nonce, instruction, words),
-            max_tokens=n,
-            temperature=0.0,
-            ignore_eos=True,
-        )
-        providers[stream].ready()  # any warm-up request now, so every prompt leaves together
-        barrier.wait()
-        sent = time.perf_counter() - origin
-        base = {
-            "trial_index": (round_index - 1) * len(providers) + stream + 1,
-            "round": round_index,
-            "stream": stream,
-            "nonce": nonce,
-            "warmup": round_index == 0,
-        }
-        try:
-            # No live progress from these threads: listeners (a lab job's event stream) expect
-            # events from the run's own thread; each round reports when it ends.
-            response = providers[stream].chat_stream(request)
-        except EngineError as exc:
-            return {**base, "ok": False, "error": exc.message, "error_kind": exc.kind}
-        metrics = request_metrics(response)
-        ttft, e2e = metrics["ttft_ms"], metrics["e2e_ms"]
-        return {
-            **base,
-            "ok": ttft is not None and e2e is not None,
-            "sent_s": round(sent, 6),
-            "first_s": round(sent + ttft / 1000.0, 6) if ttft is not None else None,
-            "last_s": round(sent + e2e / 1000.0, 6) if e2e is not None else None,
-            **metrics,
-        }
-
-    futures = [pool.submit(one, stream) for stream in range(len(providers))]
-    return [future.result() for future in futures]
-
-
-def _round_rates(good: list[dict]) -> dict[str, float | None]:
-    """A round's aggregate rates over its successful requests.
-
-    aggregate = completion tokens ÷ (last output token − first send); aggregate_decode = tokens
-    after each request's first ÷ (last output token − first first token), llama-benchy's figure.
-    """
-    if not good:
-        return dict.fromkeys(
-            ("tokens", "window_s", "decode_tokens", "decode_window_s", "aggregate_tps"),
-            None,
-        ) | {"aggregate_decode_tps": None}
-    last = max(r["last_s"] for r in good)
-    window = last - min(r["sent_s"] for r in good)
-    decode_window = last - min(r["first_s"] for r in good)
-    tokens = sum(r["completion_tokens"] for r in good)
-    decode_tokens = sum(max(r["completion_tokens"] - 1, 0) for r in good)
-    return {
-        "tokens": tokens,
-        "window_s": window,
-        "decode_tokens": decode_tokens,
-        "decode_window_s": decode_window,
-        "aggregate_tps": tokens / window if window > 0 else None,
-        "aggregate_decode_tps": decode_tokens / decode_window if decode_window > 0 else None,
-    }
-
-
-def _concurrency_cell(streams: int, results: list[dict]) -> dict[str, Any]:
-    good = [r for r in results if r["ok"]]
-    if not good:
-        reason = next((r["error"] for r in results if r.get("error")), "every request failed")
-        return {"streams": streams, "status": "failed", "reason": str(reason)[:300]}
-    indexes = sorted({r["round"] for r in good})
-    rounds = [_round_rates([r for r in good if r["round"] == i]) for i in indexes]
-    rounds = [r for r in rounds if r["aggregate_tps"] is not None]
-    window = sum(r["window_s"] or 0.0 for r in rounds)
-    decode_window = sum(r["decode_window_s"] or 0.0 for r in rounds)
-    ttft = sorted(r["ttft_ms"] for r in good)
-    tail_label = "p99" if len(ttft) >= P99_MIN_SAMPLES else "max"
-    tokens = sum(r["tokens"] or 0 for r in rounds)
-    decode_tokens = sum(r["decode_tokens"] or 0 for r in rounds)
-    return {
-        "streams": streams,
-        "status": "measured",
-        "requests": len(good),
-        "failed_requests": len(results) - len(good),
-        "rounds": len(rounds),
-        "aggregate_tps": round(tokens / window, 3) if window > 0 else None,
-        "aggregate_decode_tps": round(decode_tokens / decode_window, 3)
-        if decode_window > 0
-        else None,
-        "aggregate_rounds_tps": summarize(r["aggregate_tps"] for r in rounds),
-        "per_stream_tps": summarize(r["decode_tps"] for r in good),
-        "ttft_ms": summarize(ttft, higher_is_better=False),
-        "ttft_p50_ms": round(percentile(ttft, 0.5), 3),
-        "ttft_tail_ms": round(percentile(ttft, 0.99) if tail_label == "p99" else ttft[-1], 3),
-        "ttft_tail_label": tail_label,
-        "wall_s": round(window, 3),
-    }

@@ -145,7 +145,7 @@ def _one_job(http: httpx.Client, llm_url: str, model: str, visible_ms: list[floa
             "model": model,
             "endpoint_url": llm_url,
             "suites": ["speed"],
-            "tasks": ["speed-p128-short", "speed-p128-medium"],
+            "tasks": ["speed-p128-n256", "speed-p512-n16"],
             "trials": 1,
             "max_tokens": 16,
             "pool": "cpu.bench",

@@ -11,9 +11,11 @@ from worker.contract import RunEvent, RunStarted
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
-# Columns of the progress line besides the task name and the bar: spinner, "117/117",
+# Columns of the progress line besides the task name and the bar: spinner, "117/≤117",
 # elapsed "0:01:13", "ETA 1:02:03", "1,234.5 tok/s", and the one-space gaps between seven columns.
-_REQUESTS_WIDTH, _ETA_WIDTH, _RATE_WIDTH = 7, 11, 13
+_REQUESTS_WIDTH, _ETA_WIDTH, _RATE_WIDTH = 8, 11, 13
+# What a trial-counted task's name carries while it runs: " 10/≤10" (trial k of up to N).
+_TRIAL_SUFFIX = 7
 _FIXED_WIDTH = 1 + _REQUESTS_WIDTH + 7 + _ETA_WIDTH + _RATE_WIDTH + 6
 _MIN_BAR, _MAX_BAR = 8, 40
 _TRIAL_SUITES = ("speed", "speed_sweep")
@@ -31,10 +33,15 @@ class RunDisplay:
 
         self.progress = Progress(*_columns(console, tasks), console=console, transient=False)
         self.costs = _work_estimates(tasks)
-        # Tasks counted in trials (a sweep's concurrency cell: in rounds), not in requests.
-        self.speed_ids = {task["id"] for suite in _TRIAL_SUITES for task in tasks.get(suite, [])}
+        # Each task's suite: tasks of _TRIAL_SUITES count in trials (a sweep's concurrency
+        # cell: in rounds), the others in requests.
+        self.suite_of = {task["id"]: suite for suite in tasks for task in tasks[suite]}
         self.seen: dict[str, int] = {}
         self.trials = 1
+        # The speed suite's most trials a cell may take (its rule's ceiling), and whether it
+        # may take fewer (an adaptive rule): then the request count is "up to" its total.
+        self.speed_trials = 1
+        self.adaptive = False
         self.bar: TaskID | None = None
         self.done = self.total = 0
 
@@ -45,10 +52,15 @@ class RunDisplay:
     def __exit__(self, *exc) -> None:
         self.progress.stop()
 
+    def _requests(self) -> str:
+        return f"{self.done}/{'≤' if self.adaptive else ''}{self.total}"
+
+    def _ceiling(self, suite: str) -> int:
+        return self.speed_trials if suite == "speed" else self.trials
+
     def _advance(self, bar: TaskID, task_id: str, rate: str | None = None) -> None:
         self.done += 1
-        requests = f"{self.done}/{self.total}"
-        self.progress.update(bar, advance=self.costs.get(task_id, 1.0), requests=requests)
+        self.progress.update(bar, advance=self.costs.get(task_id, 1.0), requests=self._requests())
         if rate is not None:
             self.progress.update(bar, rate=rate)
         task = self.progress.tasks[0]
@@ -65,8 +77,13 @@ class RunDisplay:
             return
         elif event["type"] == "task_started":
             self.progress.update(self.bar, description=event["task_id"])
-        elif event["type"] == "task_progress" and event["live_tps"]:
-            self.progress.update(self.bar, rate=f"{event['live_tps']:,.1f} tok/s")
+        elif event["type"] == "task_progress":
+            # Trial k of N, or of up to N where the cell may stop early.
+            most = f"{'≤' if event.get('trials_floor', event['trials']) < event['trials'] else ''}"
+            trial = f"{event['task_id']} {event['trial']}/{most}{event['trials']}"
+            self.progress.update(self.bar, description=trial)
+            if event["live_tps"]:
+                self.progress.update(self.bar, rate=f"{event['live_tps']:,.1f} tok/s")
         elif event["type"] == "trial_completed":
             decode = event.get("decode_tps")
             rate = f"{decode:,.1f} tok/s" if decode else "trial error"
@@ -74,23 +91,39 @@ class RunDisplay:
             self._advance(self.bar, event["task_id"], rate)
         elif event["type"] == "task_completed" and event["suite"] not in _TRIAL_SUITES:
             self._advance(self.bar, event["task_id"])
+        elif event["type"] == "task_completed" and event["suite"] == "speed" and self.adaptive:
+            # A cell that stopped before its ceiling: the trials it did not need leave the
+            # total (the bar's work with them) rather than counting as done.
+            task_id = event["task_id"]
+            left = self._ceiling("speed") - self.seen.get(task_id, 0)
+            self.total -= left
+            task = self.progress.tasks[0]
+            self.progress.update(
+                self.bar,
+                total=(task.total or 0) - left * self.costs.get(task_id, 1.0),
+                requests=self._requests(),
+            )
         elif event["type"] == "task_completed":
             # A sweep cell beyond the server's context ends without trials: count them done.
-            for _ in range(self.trials - self.seen.get(event["task_id"], 0)):
+            for _ in range(self._ceiling(event["suite"]) - self.seen.get(event["task_id"], 0)):
                 self._advance(self.bar, event["task_id"])
         elif event["type"] in ("run_completed", "run_failed"):
             self.progress.update(self.bar, description=event.get("status", "done"))
 
     def _start(self, event: RunStarted) -> None:
-        trials = self.trials = event["speed_trials"]
+        self.trials = event["speed_trials"]
+        rule = event.get("speed_trial_rule")
+        self.speed_trials = rule["ceiling"] if rule else self.trials
+        self.adaptive = rule is not None and rule["floor"] < rule["ceiling"]
         counts = event["suite_task_counts"]
-        self.total = sum(n * (trials if s in _TRIAL_SUITES else 1) for s, n in counts.items())
+        per = {s: self._ceiling(s) if s in _TRIAL_SUITES else 1 for s in counts}
+        self.total = sum(n * per[s] for s, n in counts.items())
         work = sum(
-            cost * (trials if task_id in self.speed_ids else 1)
+            cost * per.get(self.suite_of.get(task_id, ""), 1)
             for task_id, cost in self.costs.items()
         )
         self.bar = self.progress.add_task(
-            "warming up", total=work, rate="", eta="ETA –", requests=f"0/{self.total}"
+            "warming up", total=work, rate="", eta="ETA –", requests=self._requests()
         )
 
 
@@ -103,8 +136,12 @@ def _columns(console: Console, tasks: dict[str, list[dict]]) -> list:
     from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Column
 
-    names = [task["id"] for task_list in tasks.values() for task in task_list]
-    name_width = max([len(name) for name in names] + [len("warming up")])
+    names = [
+        len(task["id"]) + (_TRIAL_SUFFIX if suite in _TRIAL_SUITES else 0)
+        for suite, task_list in tasks.items()
+        for task in task_list
+    ]
+    name_width = max([*names, len("warming up")])
     bar_width = max(console.width - _FIXED_WIDTH - name_width, _MIN_BAR)
     name_width = min(name_width, max(console.width - _FIXED_WIDTH - bar_width, 8))
 

@@ -12,11 +12,11 @@ from rich.table import Table
 
 from worker.cli_format import fmt, print_json, say, versions
 from worker.engine import __version__
+from worker.engine.adaptive import speed_rule
 from worker.engine.detect import scan_local
 from worker.engine.hardware import detect_hardware
 from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
 from worker.engine.matrix.bounds import mechanism
-from worker.engine.preflight import DEFAULT_TRIALS
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 from worker.engine.sandbox import current_isolation
 from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
@@ -131,7 +131,9 @@ def _profile_rows(task_counts: dict[str, int]) -> dict[str, dict[str, Any]]:
             "available": not missing,
             "missing_suites": missing,
             "default": name == profiles["default"],
-            "speed_trials": p.get("speed_trials", DEFAULT_TRIALS),
+            # None: adaptive (the rule says how many); the sweeps then run DEFAULT_TRIALS.
+            "speed_trials": p.get("speed_trials"),
+            "speed_trial_rule": speed_rule(p.get("speed_trials")),
         }
     return rows
 
@@ -182,9 +184,9 @@ def _profiles_table(profiles: dict[str, dict[str, Any]]) -> Table:
     for name, p in profiles.items():
         status = "available" if p["available"] else "needs " + ", ".join(p["missing_suites"])
         label = name + (" (default)" if p["default"] else "")
-        table.add_row(
-            label, ", ".join(p["suites"]), str(p["task_count"]), str(p["speed_trials"]), status
-        )
+        rule = p["speed_trial_rule"]
+        trials = str(p["speed_trials"] or f"{rule['floor']}–{rule['ceiling']}")
+        table.add_row(label, ", ".join(p["suites"]), str(p["task_count"]), trials, status)
     return table
 
 

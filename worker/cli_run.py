@@ -19,7 +19,9 @@ from worker.cli_format import (
     versions,
     whole_path,
 )
+from worker.engine.adaptive import speed_rule
 from worker.engine.comparability import task_state
+from worker.engine.parallel import workers_for
 from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
 from worker.engine.scoring import SPEED_SUITES
 from worker.engine.sweeps import cell_status
@@ -55,18 +57,25 @@ def print_header(out: Console, prep) -> None:
         f"{scoring} scoring ({prep.locality.reason})",
         indent="  ",
     )
-    trials = (
-        f" · {config.trials} trials per speed task"
-        if SPEED_SUITES & {n for n, t in prep.tasks.items() if t}
-        else ""
+    rule = speed_rule(config.trials)
+    each = (
+        f"{config.trials} trials"
+        if config.trials
+        else f"{rule['floor']}–{rule['ceiling']} trials (until narrow enough)"
     )
+    measured = SPEED_SUITES & {n for n, t in prep.tasks.items() if t}
+    trials = f" · {each} per speed task" if measured else ""
     harness = f" · harness {config.harness}" if config.harness != "raw" else ""
     variant = f" ({config.harness_variant})" if config.harness_variant else ""
     chosen = f"profile {prep.profile_name}"
     if prep.benchmark_profile == "custom":
         # --suites without a profile's set: no profile's tasks to be measured against.
         chosen = f"suites {','.join(prep.tasks)} (a custom selection)"
-    say(out, f"{chosen} · {task_count} tasks{trials}{harness}{variant}", indent="  ")
+    at_once = max(
+        (workers_for(s, prep.parallel) for s in prep.suites if prep.tasks.get(s.name)), default=1
+    )
+    parallel = f" · {at_once} quality tasks at a time" if at_once > 1 else ""
+    say(out, f"{chosen} · {task_count} tasks{trials}{harness}{variant}{parallel}", indent="  ")
 
 
 def _speed_tasks(bundle: Mapping[str, Any]) -> Table | None:

@@ -373,6 +373,18 @@ class HashingWeights(TypedDict):
     size_bytes: int
 
 
+class TrialRule(TypedDict):
+    """How many trials a speed cell runs (worker.engine.adaptive): between ``floor`` and
+    ``ceiling``, stopping once each measured figure's interval half-width, relative to its
+    median, is within ``targets`` (by figure kind); floor = ceiling for the fixed rule."""
+
+    mode: Literal["adaptive", "fixed"]
+    floor: int
+    ceiling: int
+    targets: dict[str, float]
+    interval: str
+
+
 class RunStarted(TypedDict):
     type: Literal["run_started"]
     run_id: str
@@ -383,7 +395,11 @@ class RunStarted(TypedDict):
     benchmark_profile: str
     requested_profile: str
     manifest_hash: str
+    # The sweeps' trials, and the speed suite's when its rule is fixed.
     speed_trials: int
+    # The speed suite's rule (since speed method 2): with an adaptive rule a cell runs up to
+    # its ceiling, and a progress display counts that many as the most it may take.
+    speed_trial_rule: NotRequired[TrialRule]
     model: str
     engine: EngineInfo
     scoring_mode: Literal["local", "remote"]
@@ -408,7 +424,10 @@ class TaskProgress(TypedDict):
     suite: str
     task_id: str
     trial: int
+    # The most trials this cell may run (its rule's ceiling), and the fewest (since speed
+    # method 2; absent: ``trials`` is a fixed count).
     trials: int
+    trials_floor: NotRequired[int]
     chunks: int
     live_tps: float | None
 

@@ -21,7 +21,7 @@ from submissions.tests.conftest import post_json
 from worker.managed import stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
-QUICK_TASKS = ["speed-p128-short", "speed-p128-medium"]
+QUICK_TASKS = ["speed-p128-n256", "speed-p512-n16"]
 
 
 def smollm_gguf() -> str:

@@ -67,7 +67,7 @@ def test_the_agent_holds_no_database_url_and_a_revoked_key_stops_it(
 def test_a_job_survives_a_site_restart_and_records_every_event_once(
     lab_site, tmp_path, operator, alice_key, llm_url, llm_model
 ) -> None:
-    tasks = ["speed-p128-short", "speed-p128-medium", "speed-p128-long"]
+    tasks = ["speed-p128-n256", "speed-p512-n16", "speed-p2048-n256"]
     worker = start_worker(tmp_path, "lab-s", ["cpu.test"], site=lab_site)
     try:
         approve("lab-s")

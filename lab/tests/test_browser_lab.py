@@ -131,7 +131,7 @@ def test_a_running_jobs_page_at_1280_and_390_px(live_server, browser, operator, 
     for attempt in (1, 2):
         services.claim_job(job_id=job.pk, host=host)
         services.mark_running(job_id=job.pk, attempt=attempt)
-        trial = {"type": "trial_completed", "suite": "speed", "task_id": "speed-p512-medium"}
+        trial = {"type": "trial_completed", "suite": "speed", "task_id": "speed-p512-n16"}
         for seq, tps in enumerate([41.2, 40.8], start=1):
             services.record_event(
                 job_id=job.pk,

@@ -13,7 +13,7 @@ from runs.services import refresh_stack_stats
 from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
-SMOKE_SAMPLE = ["speed-p128-short", "tc-01", "rm-01"]
+SMOKE_SAMPLE = ["speed-p128-n256", "tc-01", "rm-01"]
 MILESTONES = {"run_started", "suite_started", "task_completed", "suite_completed", "run_completed"}
 SUITE = ["suite_started", "task_completed", "suite_completed"]
 SMOKE_ORDER = ["run_started", *SUITE, *SUITE, *SUITE, "run_completed"]
@@ -26,7 +26,7 @@ def test_an_endpoint_job_runs_on_a_real_worker_and_publishes_a_verified_run(
     try:
         host = approve("lab-a")
         # The smoke profile, one task from each of its suites (the whole profile takes ~15 min
-        # of CPU for SmolLM2 here; `benchloop run --profile smoke` covers all 39 tasks).
+        # of CPU for SmolLM2 here; `benchloop run --profile smoke` covers all 33 tasks).
         job_id = queue_over_http(
             alice_key,
             endpoint_url=llm_url,
@@ -145,7 +145,7 @@ def test_a_job_for_a_server_on_another_host_runs_on_that_host(
         assert response.status_code == 302, response.context["form"].errors
         job = BenchmarkJob.objects.get()
         assert (job.pool, job.model) == ("host.lab-far", llm_model)
-        BenchmarkJob.objects.filter(pk=job.pk).update(tasks=["speed-p128-short"])
+        BenchmarkJob.objects.filter(pk=job.pk).update(tasks=["speed-p128-n256"])
         monkeypatch.undo()
         assert [kw["pool"] for kw in held] == ["host.lab-far"]
         services.dispatch_job(**held[0])

@@ -22,7 +22,7 @@ from lab.tests.lab import (
 from runs.models import Run
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
-ALL_SPEED = ["speed-p128-*", "speed-p512-short"]
+ALL_SPEED = ["speed-p128-*", "speed-p512-n16"]
 KILL_TASKS = ["speed-p128-*"]
 
 

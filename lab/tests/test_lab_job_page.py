@@ -99,7 +99,7 @@ def test_the_cancel_button_leaves_the_polled_fragment_once_the_job_is_final(
 
 def test_trial_events_show_their_numbers_and_the_page_an_eta(job, lab_hosts) -> None:
     _run_on(job, lab_hosts[0])
-    trial = {"type": "trial_completed", "suite": "speed", "task_id": "speed-p128-short"}
+    trial = {"type": "trial_completed", "suite": "speed", "task_id": "speed-p128-n256"}
     services.record_event(
         job_id=job.pk,
         attempt=1,
@@ -114,8 +114,8 @@ def test_trial_events_show_their_numbers_and_the_page_an_eta(job, lab_hosts) -> 
         started_at=started, total_tasks=4, completed_tasks=1
     )
     page = Client().get(f"/lab/jobs/{job.pk}/").content.decode()
-    assert "speed-p128-short trial 2: decode 41.3 tok/s, prefill 950 tok/s, TTFT 182 ms" in page
-    assert "speed-p128-short trial 3: failed" in page
+    assert "speed-p128-n256 trial 2: decode 41.3 tok/s, prefill 950 tok/s, TTFT 182 ms" in page
+    assert "speed-p128-n256 trial 3: failed" in page
     job.refresh_from_db()
     # 10 minutes for one task of four: 30 more.
     assert abs((job.eta_at - timezone.now()) - timedelta(minutes=30)) < timedelta(seconds=5)

@@ -24,7 +24,7 @@ from worker.engine.orchestrator import RunConfig, run_benchmark
 def bundle(llm_url, tmp_path_factory) -> dict:
     """A speed-only run of one task, three trials, through the engine as the CLI runs it."""
     home = tmp_path_factory.mktemp("words-home")
-    config = RunConfig(url=llm_url, tasks=["speed-p128-short"], trials=3, max_tokens=8, home=home)
+    config = RunConfig(url=llm_url, tasks=["speed-p128-n256"], trials=3, max_tokens=8, home=home)
     outcome = run_benchmark(config)
     assert outcome.status == "complete"
     return upload_view(outcome.bundle)

@@ -32,7 +32,7 @@ from lab.tests.lab import (
 from worker.engine.testing.xllama_launcher import free_port
 
 pytestmark = [pytest.mark.llm, pytest.mark.drill, pytest.mark.django_db(transaction=True)]
-TASKS = ["speed-p128-short", "speed-p128-medium"]  # the broker dies after the first
+TASKS = ["speed-p128-n256", "speed-p512-n16"]  # the broker dies after the first
 
 
 def _ping(port: int) -> bool:

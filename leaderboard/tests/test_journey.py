@@ -135,7 +135,7 @@ def test_a_user_runs_logs_in_submits_and_a_moderator_publishes_the_run(
 
     ran = benchloop(
         "run", "--url", llm_url, "--model", llm_model, "--suites", "speed",
-        "--tasks", "speed-p128-short,speed-p128-medium", "--trials", "1", "--max-tokens", "24",
+        "--tasks", "speed-p128-n256,speed-p512-n16", "--trials", "1", "--max-tokens", "24",
         "--json", home=home,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]

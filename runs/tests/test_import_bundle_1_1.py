@@ -24,7 +24,7 @@ from worker.engine.testing.xllama_launcher import model_path
 def bundle(llm_url, tmp_path_factory) -> dict:
     """A speed-only run of one task, three trials, through the engine as the CLI runs it."""
     home = tmp_path_factory.mktemp("import-home")
-    config = RunConfig(url=llm_url, tasks=["speed-p128-short"], trials=3, max_tokens=8, home=home)
+    config = RunConfig(url=llm_url, tasks=["speed-p128-n256"], trials=3, max_tokens=8, home=home)
     outcome = run_benchmark(config)
     assert outcome.status == "complete"
     return upload_view(outcome.bundle)
@@ -41,7 +41,7 @@ def test_an_engine_bundle_passes_the_upload_schema_and_carries_its_stack(bundle)
     # Not comparable, with the engine's reasons.
     assert record.comparable is False
     assert record.noncomparable_reasons == bundle["comparability"]["reasons"]
-    assert record.noncomparable_reasons[0].startswith("--tasks speed-p128-short")
+    assert record.noncomparable_reasons[0].startswith("--tasks speed-p128-n256")
     assert record.coverage_score == round(100 / 9, 2)
     # The stack's identity, as recorded at the source.
     weights = hashlib.sha256(model_path().read_bytes()).hexdigest()
@@ -161,7 +161,7 @@ def test_the_run_page_says_why_a_run_is_not_ranked(bundle, client):
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="noncomparable"' in html
     # A speed-only run has no coverage rule: it is still counted on its scale, and says so.
-    assert run.score_scale == "speed" and "--tasks speed-p128-short" in html
+    assert run.score_scale == "speed" and "--tasks speed-p128-n256" in html
     assert "Not comparable with a full v3 run" in html and "Not ranked with other runs" not in html
 
 

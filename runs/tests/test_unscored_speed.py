@@ -25,7 +25,7 @@ def speed_bundle(llm_url, tmp_path_factory) -> dict:
     """The speed suite alone: its shortest task, one trial (a machine shared by many tests)."""
     home = tmp_path_factory.mktemp("speed-only-home")
     config = RunConfig(
-        url=llm_url, suites=["speed"], tasks=["speed-p128-short"], trials=1, home=home
+        url=llm_url, suites=["speed"], tasks=["speed-p128-n256"], trials=1, home=home
     )
     outcome = run_benchmark(config)
     assert outcome.status == "complete"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from runs.lanes import run_lane_version
 from runs.models import Run, TaskResult
 from submissions.models import ApiKey, Channel, Submission
 
@@ -72,7 +73,7 @@ def test_login_run_and_submit_with_the_real_cli(
         "--tasks",
         "speed-p128-*",
         "--trials",
-        "1",
+        "3",
         "--max-tokens",
         "24",
         "--json",
@@ -91,7 +92,11 @@ def test_login_run_and_submit_with_the_real_cli(
     assert submission.client_run_id == bundle["client_run_id"]
     stored = Run.objects.get()
     assert stored.source_format == "bundle-1"
-    assert TaskResult.objects.filter(suite_result__run=stored).count() == 3
+    assert TaskResult.objects.filter(suite_result__run=stored).count() == 1
+    # The bundle's speed method reaches the run, and its speed-only lane is method 2's alone:
+    # method 1's runs (the nine-cell grid) never pool with it.
+    assert bundle["speed_method_version"] == "2" and stored.speed_version == "2"
+    assert stored.score_scale == "speed" and run_lane_version(stored) == "2"
     assert stored.decode_tps_median == pytest.approx(
         bundle["speed_summary"]["decode_tps"]["median"]
     )

@@ -81,7 +81,7 @@ def test_submit_sends_the_upload_view_and_is_idempotent(
 ):
     """A real run is stored once (201, then 200 for the resend) and nothing private is sent."""
     settings.SITE_URL = live_server.url
-    run_args = ["run", "--url", llm_url, "--tasks", "speed-p128-short", "--trials", "1"]
+    run_args = ["run", "--url", llm_url, "--tasks", "speed-p128-n256", "--trials", "1"]
     assert main([*run_args, "--max-tokens", "8", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     args = ["submit", "--site", live_server.url, "--json"]

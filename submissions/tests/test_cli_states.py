@@ -51,7 +51,7 @@ def test_submit_sends_the_newest_finished_run_and_list_asks_the_site(
         time.sleep(1.1)  # run ids start with the second they started in: the next sorts after
         assert _list(capsys)[long_id]["status"] == "running"
 
-        short = ["run", "--url", llm_url, "--tasks", "speed-p128-short", *QUICK, "--json"]
+        short = ["run", "--url", llm_url, "--tasks", "speed-p128-n256", *QUICK, "--json"]
         assert main(short) == 0
         short_id = json.loads(capsys.readouterr().out)["run_id"]
         assert main(["submit", short_id, "--site", live_server.url, "--json"]) == 0
@@ -103,7 +103,7 @@ def test_list_says_last_known_when_the_site_does_not_answer(
     settings.SITE_URL = live_server.url
     monkeypatch.setenv("BENCHLOOP_API_KEY", alice_key)
     monkeypatch.setenv("COLUMNS", str(WIDTH))
-    assert main(["run", "--url", llm_url, "--tasks", "speed-p128-short", *QUICK, "--json"]) == 0
+    assert main(["run", "--url", llm_url, "--tasks", "speed-p128-n256", *QUICK, "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     assert main(["submit", "--site", live_server.url, "--json"]) == 0
     sent_on = json.loads(capsys.readouterr().out)["submitted_at"][:10]
@@ -125,7 +125,7 @@ def test_the_state_endpoint_answers_the_owner_only(
     client, alice_key, mallory_key, llm_url, bench_home, capsys, live_server, settings
 ):
     settings.SITE_URL = live_server.url
-    assert main(["run", "--url", llm_url, "--tasks", "speed-p128-short", *QUICK, "--json"]) == 0
+    assert main(["run", "--url", llm_url, "--tasks", "speed-p128-n256", *QUICK, "--json"]) == 0
     capsys.readouterr()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BENCHLOOP_API_KEY", alice_key)

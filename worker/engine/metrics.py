@@ -36,7 +36,7 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
         tpot = (e2e - ttft) / (n - 1)
         decode = 1000.0 / tpot
     prefill_tokens, prefill_tokens_source = evaluated_prompt_tokens(response)
-    window, window_source = prefill_window(timing)
+    window, window_source = prefill_window(timing, response.server)
     if window and prefill_tokens:
         prefill = prefill_tokens / (window / 1000.0)
     gaps = sorted(b - a for a, b in zip(chunks, chunks[1:], strict=False))
@@ -126,36 +126,74 @@ def evaluated_prompt_tokens(response: ChatResponse) -> tuple[int | None, str | N
     return None, None
 
 
-# The headers mark the start of prompt evaluation only if they came well before the first output
+# The headers mark the start of prompt evaluation if they came well before the first output
 # (llama.cpp sends them when the slot starts on the prompt); a server that sends them together with
 # the first chunk leaves TTFT as the window.
 _HEADERS_SHARE_MAX = 0.5
+# Headers later than that still mark the slot's start when the rest of TTFT holds the server's own
+# prompt time: llama.cpp starts a queued request's slot only when one frees, so its headers come
+# after the wait. 0.9, not 1: the HTTP thread passes the headers on a moment after the slot began.
+# A server that sends headers with the first chunk leaves ~0 ms there, far below either.
+_SLOT_START_PROMPT_SHARE = 0.9
 
 
-def prefill_window(timing: StreamTiming) -> tuple[float | None, str | None]:
+def prefill_window(
+    timing: StreamTiming, server: ServerTimings | None = None
+) -> tuple[float | None, str | None]:
     """The time the prompt took, from the client's clock: response headers → first output.
 
-    llama.cpp answers a streamed request's headers once the prompt is queued on a slot, after
-    the HTTP parsing, templating and tokenising that scale with the prompt; from then until the
-    first output chunk it evaluates the prompt. Without such headers the window is all of TTFT.
+    llama.cpp answers a streamed request's headers once a slot starts on its prompt, after the
+    HTTP parsing, templating and tokenising that scale with the prompt, and after any wait for a
+    free slot; from then until the first output chunk it evaluates the prompt. Headers in the
+    second half of TTFT count only when the server's prompt_ms fits after them (a queued
+    request). Without such headers the window is all of TTFT.
     """
     ttft, headers = timing.first_token_ms, timing.headers_ms
     if ttft is None or ttft <= 0:
         return None, None
-    if headers is not None and 0 <= headers <= ttft * _HEADERS_SHARE_MAX:
+    if headers is None or not 0 <= headers <= ttft:
+        return ttft, "sent"
+    if headers <= ttft * _HEADERS_SHARE_MAX or _slot_started_at_headers(ttft - headers, server):
         return ttft - headers, "headers"
     return ttft, "sent"
 
 
-def ttft_split(timing: StreamTiming, server: ServerTimings | None) -> dict[str, Any]:
-    """TTFT in the server's share and the client's.
+def _slot_started_at_headers(after_headers: float, server: ServerTimings | None) -> bool:
+    """The server's own prompt time fits between the headers and the first output."""
+    if server is None or not server.prompt_ms:
+        return False
+    return after_headers >= _SLOT_START_PROMPT_SHARE * server.prompt_ms
 
-    Server = setup (request written → response headers: parsing, template, tokenising, slot
-    launch) + prompt evaluation (the server's own prompt_ms, plus Ollama's load time when it
-    loaded the model for this request). Client = TTFT − server: connecting and writing the
-    request, the first chunk's trip and our SSE parsing. Null without the server's prompt time.
+
+def _whole_prompt_ms(server: ServerTimings) -> float:
+    """The server's time for the whole prompt, its cached tokens too, at its measured rate.
+
+    Setup (parsing, template, tokenising) takes far less than evaluating the same prompt, so a
+    span before the slot's start longer than this was a wait for the slot. The cached tokens
+    count: a long cached context is tokenised again on every request but not evaluated.
+    """
+    prompt = server.prompt_ms or 0.0
+    if not server.prompt_n:
+        return prompt
+    return prompt * (server.prompt_n + (server.cache_n or 0)) / server.prompt_n
+
+
+def ttft_split(timing: StreamTiming, server: ServerTimings | None) -> dict[str, Any]:
+    """TTFT as the wait for a slot, the server's share and the client's; they add up to TTFT.
+
+    Queue = request written → response headers when the headers came in the second half of TTFT,
+    a slot start there is what the server's prompt time says (`prefill_window`) and the span
+    outlasts the whole prompt's evaluation (`_whole_prompt_ms`): the request waited for a slot.
+    That span also holds the setup, which neither clock separates from the wait, so setup is
+    null then. Otherwise queue is 0 and setup = written → headers (parsing, template,
+    tokenising, slot launch). Server = setup + prompt evaluation (the server's own prompt_ms,
+    plus Ollama's load time when it loaded the model for this request). Client = TTFT − queue −
+    server: connecting and writing the request, the first chunk's trip and our SSE parsing. All
+    null without the server's prompt time; queue and setup null when no headers mark the slot's
+    start.
     """
     out: dict[str, Any] = {
+        "ttft_queue_ms": None,
         "ttft_server_setup_ms": None,
         "ttft_server_prompt_ms": None,
         "ttft_server_ms": None,
@@ -166,26 +204,32 @@ def ttft_split(timing: StreamTiming, server: ServerTimings | None) -> dict[str, 
     if ttft is None or server is None or server.prompt_ms is None:
         return out
     prompt = server.prompt_ms + (server.load_ms or 0.0)
-    setup = None
+    setup = queue = None
     label = f"{server.source} timings"
-    _, source = prefill_window(timing)
+    _, source = prefill_window(timing, server)
     if source == "headers" and timing.headers_ms is not None:
         written = timing.written_ms or 0.0
-        setup = max(timing.headers_ms - written, 0.0)
+        before = max(timing.headers_ms - written, 0.0)
         label += " + response headers"
         # Headers read after the prompt began (this thread waited for a CPU, or the server's
         # HTTP thread did) would count that overlap twice; the server's share then ends at
         # the write, and the client's is the write alone (a lower bound).
         room = max(ttft - written - prompt, 0.0)
-        if setup > room:
-            setup = room
+        if before > room:
+            before = room
             label += " (headers after the prompt began)"
+        if timing.headers_ms > ttft * _HEADERS_SHARE_MAX and before > _whole_prompt_ms(server):
+            queue = before
+            label += " (queued for a slot)"
+        else:
+            setup, queue = before, 0.0
     server_ms = prompt + (setup or 0.0)
     out.update(
+        ttft_queue_ms=_r(queue),
         ttft_server_setup_ms=_r(setup),
         ttft_server_prompt_ms=_r(prompt),
         ttft_server_ms=_r(server_ms),
-        ttft_client_ms=_r(ttft - server_ms),
+        ttft_client_ms=_r(ttft - (queue or 0.0) - server_ms),
         ttft_split_source=label,
     )
     return out
@@ -213,10 +257,29 @@ def _server_dict(response: ChatResponse) -> dict[str, Any] | None:
     }
 
 
-def measured_trials(tasks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every successful, non-warm-up trial of the given speed task records."""
+# The run's headline figures and the trial values each pools (the rest come from all trials).
+HEADLINE_DECODE = "decode"
+HEADLINE_PREFILL = "prefill"
+
+
+def _measures(task: Mapping[str, Any], figure: str | None) -> bool:
+    """Whether a task's trials count towards ``figure`` (None: any). A task names what it
+    measures since speed method 2; one that names nothing (method 1) measures every figure."""
+    if figure is None:
+        return True
+    named = (task.get("metadata") or {}).get("measures")
+    return not named or figure in named
+
+
+def measured_trials(
+    tasks: Sequence[Mapping[str, Any]], figure: str | None = None
+) -> list[dict[str, Any]]:
+    """Every successful, non-warm-up trial of the given speed task records; with ``figure``,
+    only those of the tasks that measure it ("decode": the headline decode rate)."""
     out = []
     for task in tasks:
+        if not _measures(task, figure):
+            continue
         for trial in (task.get("metadata") or {}).get("trials") or []:
             if trial.get("ok", True) and not trial.get("warmup"):
                 out.append(trial)
@@ -228,32 +291,36 @@ def _median_of(values: list[float | None]) -> float | None:
     return _r(median_interval(values)["median"], 4)
 
 
-def speed_summary(trials: list[dict[str, Any]]) -> SpeedSummary:
-    """Run-level distributions over every measured trial (all speed tasks pooled)."""
-    itl = [t["itl_ms"]["median"] for t in trials if (t.get("itl_ms") or {}).get("median")]
+def speed_summary(tasks: Sequence[Mapping[str, Any]]) -> SpeedSummary:
+    """Run-level distributions: the decode figures over the trials of the tasks that measure
+    decode, the prefill and TTFT figures over those that measure prefill (every task of a
+    method-1 run measures both: all its trials pooled)."""
+    dec = measured_trials(tasks, HEADLINE_DECODE)
+    pre = measured_trials(tasks, HEADLINE_PREFILL)
+    itl = [t["itl_ms"]["median"] for t in dec if (t.get("itl_ms") or {}).get("median")]
     return SpeedSummary(
-        decode_tps=summarize(t.get("decode_tps") for t in trials),
-        prefill_tps=summarize(t.get("prefill_tps") for t in trials),
-        ttft_ms=summarize((t.get("ttft_ms") for t in trials), higher_is_better=False),
-        server_decode_tps=summarize(t.get("server_decode_tps") for t in trials),
-        server_prefill_tps=summarize(t.get("server_prefill_tps") for t in trials),
+        decode_tps=summarize(t.get("decode_tps") for t in dec),
+        prefill_tps=summarize(t.get("prefill_tps") for t in pre),
+        ttft_ms=summarize((t.get("ttft_ms") for t in pre), higher_is_better=False),
+        server_decode_tps=summarize(t.get("server_decode_tps") for t in dec),
+        server_prefill_tps=summarize(t.get("server_prefill_tps") for t in pre),
         itl_median_ms=summarize(itl, higher_is_better=False),
-        decode_ratio_vs_server=_median_of([t.get("decode_ratio_vs_server") for t in trials]),
-        prefill_ratio_vs_server=_median_of([t.get("prefill_ratio_vs_server") for t in trials]),
-        ttft_minus_server_prompt_ms=_median_of(
-            [t.get("ttft_minus_server_prompt_ms") for t in trials]
-        ),
-        ttft_client_ms=_median_of([t.get("ttft_client_ms") for t in trials]),
-        ttft_server_setup_ms=_median_of([t.get("ttft_server_setup_ms") for t in trials]),
+        decode_ratio_vs_server=_median_of([t.get("decode_ratio_vs_server") for t in dec]),
+        prefill_ratio_vs_server=_median_of([t.get("prefill_ratio_vs_server") for t in pre]),
+        ttft_minus_server_prompt_ms=_median_of([t.get("ttft_minus_server_prompt_ms") for t in pre]),
+        ttft_client_ms=_median_of([t.get("ttft_client_ms") for t in pre]),
+        ttft_server_setup_ms=_median_of([t.get("ttft_server_setup_ms") for t in pre]),
     )
 
 
-def speed_metrics_v3(trials: list[dict[str, Any]]) -> SpeedMetrics:
-    """The v3 ``speed_metrics`` keys, from the same pooled trials as ``speed_summary``."""
-    decode = sorted(t["decode_tps"] for t in trials if t.get("decode_tps"))
-    ttft = sorted(t["ttft_ms"] for t in trials if t.get("ttft_ms"))
-    prefill = sorted(t["prefill_tps"] for t in trials if t.get("prefill_tps"))
-    e2e = sorted(t["e2e_ms"] for t in trials if t.get("e2e_ms"))
+def speed_metrics_v3(tasks: Sequence[Mapping[str, Any]]) -> SpeedMetrics:
+    """The v3 ``speed_metrics`` keys, from the same trials as ``speed_summary`` (end-to-end
+    latency, which no cell measures, over every trial)."""
+    dec, pre = measured_trials(tasks, HEADLINE_DECODE), measured_trials(tasks, HEADLINE_PREFILL)
+    decode = sorted(t["decode_tps"] for t in dec if t.get("decode_tps"))
+    ttft = sorted(t["ttft_ms"] for t in pre if t.get("ttft_ms"))
+    prefill = sorted(t["prefill_tps"] for t in pre if t.get("prefill_tps"))
+    e2e = sorted(t["e2e_ms"] for t in measured_trials(tasks) if t.get("e2e_ms"))
 
     def pct(values: list[float], q: float) -> float:
         return round(percentile(values, q), 4) if values else 0.0

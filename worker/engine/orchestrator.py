@@ -32,8 +32,8 @@ from ..contract import (
     SuiteStarted,
     TaskCompleted,
     TaskRecord,
-    TaskStarted,
 )
+from .adaptive import speed_rule
 from .bundle import write_bundle
 from .contention import INTERVAL_S, ContentionMonitor
 from .detect import EndpointInfo
@@ -41,6 +41,9 @@ from .errors import BundleWriteError, EngineError
 from .harnesses import HarnessProvider, with_harness
 from .launch import StackInfo
 from .locality import Locality, classify
+from .parallel import Parallelism, run_tasks, workers_for
+from .parallel import check as check_parallel
+from .parallel import choose as choose_parallel
 from .paths import benchloop_home
 from .power import PowerMonitor
 from .preflight import DEFAULT_TRIALS, after_warmup, output_limits, probe, retask, select
@@ -74,7 +77,8 @@ class RunConfig:
     suites: list[str] | None = None
     profile: str | None = None
     tasks: list[str] | None = None
-    # None: the profile's ``speed_trials`` (5 where it names none).
+    # None: the profile's ``speed_trials``; where it names none, the speed suite's trials are
+    # adaptive (worker.engine.adaptive) and the sweeps run DEFAULT_TRIALS.
     trials: int | None = None
     harness: str = "raw"
     # A program harness's variant (Aider's edit format); part of the stack's settings.
@@ -106,6 +110,9 @@ class RunConfig:
     sweep_concurrency: list[int] | None = None
     sweep_prompt_tokens: int | None = None
     sweep_output_tokens: int | None = None
+    # Quality tasks at once (--parallel); None: the server's slot count, capped
+    # (worker.engine.parallel). Speed and the sweeps always run alone.
+    parallel: int | None = None
 
     def sweep_options(self) -> dict[str, Any]:
         """The sweep settings given for this run, by the names the sweep suite reads."""
@@ -141,6 +148,7 @@ class PreparedRun:
     # (None until it ran).
     thinking_budget_source: str = "none"
     reasoning_detected: bool | None = None
+    parallel: Parallelism = field(default_factory=Parallelism)
 
 
 @dataclass
@@ -159,6 +167,7 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
     in the hash cache yet is read (a large one takes a while, once).
     """
     selection = select(config)
+    check_parallel(config.parallel)
     transport = Transport(config.url, api_key=config.api_key, timeout=config.timeout)
     locality = classify(transport.base_url, override=config.scoring)
     try:
@@ -195,6 +204,7 @@ def prepare_run(config: RunConfig, on_event: EventCallback | None = None) -> Pre
     retask(
         prep, *output_limits(config, context_length=context if isinstance(context, int) else None)
     )
+    prep.parallel = choose_parallel(config.parallel, server_facts(prep))
     return prep
 
 
@@ -355,6 +365,7 @@ def _run_suites(
             requested_profile=bundle["requested_profile"],
             manifest_hash=bundle["manifest_hash"],
             speed_trials=prep.config.trials or DEFAULT_TRIALS,
+            speed_trial_rule=speed_rule(prep.config.trials),
             model=prep.model,
             engine=bundle["engine"],
             scoring_mode=bundle["scoring_mode"],
@@ -409,9 +420,20 @@ class _Progress:
         bare = suite.name in SPEED_SUITES
         provider = prep.provider if bare else with_harness(prep.provider, prep.config.harness)
         facts = server_facts(prep) if suite.name == SWEEP_SUITE else {}
+        opened: list[Provider] = []  # parallel workers' providers (their harness counts)
+
+        def fresh() -> Provider:
+            """The run's provider on a connection of its own, harnessed like ``provider``."""
+            new = _new_provider(prep)
+            if not bare:
+                new = with_harness(new, prep.config.harness)
+            opened.append(new)
+            return new
+
         ctx = RunContext(
             provider=provider,
             trials=prep.config.trials or DEFAULT_TRIALS,
+            trial_rule=speed_rule(prep.config.trials),
             scoring_local=prep.locality.scoring_local,
             max_tokens_cap=prep.config.max_tokens,
             emit=emit,
@@ -420,7 +442,7 @@ class _Progress:
             power_note=self.sampling.note or RunContext.power_note,
             server=facts,
             depth_provider=depth_provider(prep, facts),
-            new_provider=(lambda: _new_provider(prep)) if bare else None,
+            new_provider=fresh,
             harness=prep.config.harness,
             harness_variant=prep.config.harness_variant,
             endpoint=prep.transport.base_url,
@@ -429,20 +451,21 @@ class _Progress:
         )
         emit(SuiteStarted(type="suite_started", suite=suite.name, task_count=len(tasks)))
         suite.prepare(ctx)
-        records: list[TaskRecord] = []
-        for task in tasks:
-            if self.should_stop is not None and self.should_stop():
-                raise RunCancelled()
-            emit(TaskStarted(type="task_started", suite=suite.name, task_id=task["id"]))
-            records.append(_run_one(suite, task, ctx))
+        done: dict[int, TaskRecord] = {}
+        # Completions may come out of order (--parallel); the bundle keeps the tasks' order.
+        for index, record in run_tasks(suite, tasks, ctx, workers_for(suite, prep.parallel)):
+            done[index] = record
             self.completed += 1
+            records = [done[i] for i in sorted(done)]
             bundle["suites"][suite.name] = _suite_record(suite, records, ctx)
             _refresh_scores(bundle, prep, self.clock)
             write_bundle(bundle, self.path)
-            self._task_completed(suite.name, records[-1])
+            self._task_completed(suite.name, record)
         suite_record = bundle["suites"][suite.name]
-        if isinstance(provider, HarnessProvider):
-            suite_record["metadata"]["harness_malformed_blocks"] = provider.malformed
+        harnessed = [p for p in (provider, *opened) if isinstance(p, HarnessProvider)]
+        if harnessed:
+            malformed = sum(p.malformed for p in harnessed)
+            suite_record["metadata"]["harness_malformed_blocks"] = malformed
             write_bundle(bundle, self.path)
         emit(
             SuiteCompleted(
@@ -559,26 +582,6 @@ def _new_provider(prep: PreparedRun) -> Provider:
         supports_ignore_eos=prep.info.supports_ignore_eos,
         num_ctx=getattr(prep.provider, "num_ctx", None),
     )
-
-
-def _run_one(suite: Suite, task: dict[str, Any], ctx: RunContext) -> TaskRecord:
-    """Run a task; a bug in suite code becomes a task error instead of ending the run."""
-    from .suites.base import task_record
-
-    try:
-        return suite.run_task(task, ctx)
-    except RunCancelled:
-        raise
-    except EngineError as exc:
-        return task_record(task, suite.name, error=exc.message, metadata={"error_kind": exc.kind})
-    except Exception as exc:
-        log.exception("suite %s crashed on %s", suite.name, task["id"])
-        return task_record(
-            task,
-            suite.name,
-            error=f"internal error: {type(exc).__name__}: {exc}",
-            metadata={"error_kind": "internal"},
-        )
 
 
 def run_benchmark(config: RunConfig, on_event: EventCallback | None = None) -> RunOutcome:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from .orchestrator import PreparedRun, RunConfig
     from .providers import ChatResponse
 
+# The sweeps' trials where the run names none; the speed suite's are then adaptive
+# (worker.engine.adaptive: 3 to 10 trials a cell, each until its figures are narrow enough).
 DEFAULT_TRIALS = 5
 
 
@@ -100,7 +102,8 @@ def _check_program_harness(config: RunConfig, suites: list[Suite]) -> None:
 
 def select(config: RunConfig) -> Selection:
     """Check the run's options against the installed profiles, suites and harnesses (a
-    UsageError before any request) and pick the tasks; fills in the profile's trial count."""
+    UsageError before any request) and pick the tasks; fills in the profile's trial count
+    (left None where the profile names none: adaptive speed trials)."""
     profiles = load_profiles()
     profile_name = config.profile or profiles["default"]
     if profile_name not in profiles["profiles"]:
@@ -109,9 +112,9 @@ def select(config: RunConfig) -> Selection:
             hint=f"Profiles: {', '.join(profiles['profiles'])}.",
         )
     profile = profiles["profiles"][profile_name]
-    if config.trials is None:
-        config.trials = int(profile.get("speed_trials", DEFAULT_TRIALS))
-    if config.trials < 1 or config.trials > 50:
+    if config.trials is None and "speed_trials" in profile:
+        config.trials = int(profile["speed_trials"])
+    if config.trials is not None and not 1 <= config.trials <= 50:
         raise UsageError("--trials must be between 1 and 50")
     _check_limits(config)
     for flag, value, least in (

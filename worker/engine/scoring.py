@@ -10,14 +10,16 @@ from typing import Any, TypedDict
 
 BENCHMARK_ID = "benchloop"
 # Our task set is new (original prompts), so it gets its own benchmark version; the score schema
-# keeps v3's shape with the fixes listed in docs/metrics.md.
-BENCHMARK_VERSION = "4.0.0"
+# keeps v3's shape with the fixes listed in docs/metrics.md. 4.1.0: the speed suite's method 2
+# (suite 2.0.0) changes the speed score inside the overall, so v3 lanes, keyed by this version
+# (runs.lanes.version_column), never pool a run of either speed method with the other's.
+BENCHMARK_VERSION = "4.1.0"
 SCORE_SCHEMA_VERSION = "3.1.0"
 # How the speed suite measures (its grid, trials and clock), versioned apart from the benchmark:
 # a speed is comparable with another measured by the same method, whatever the quality tasks'
 # version, so the site ranks speed-only boards on this (issue 29). Bump it when the method
 # changes; earlier products' formats have their own ("cli-0.3", "cli-0.2", runs.methods).
-SPEED_METHOD_VERSION = "1"
+SPEED_METHOD_VERSION = "2"
 # Suites that are measured, never scored: the depth and concurrency sweeps. They add no quality,
 # speed, reliability or overall score, so a run's scores are the same with or without them.
 MEASURED_ONLY = frozenset({"speed_sweep"})

@@ -22,14 +22,16 @@ from ..contract import (
     SuiteRecord,
 )
 from . import ENGINE_NAME, __version__
+from .adaptive import speed_rule
 from .bundle import BUNDLE_SCHEMA_VERSION, new_run_id
 from .comparability import IN_PROGRESS, assess, coverage_of
 from .contention import unmeasured
 from .detect import describe_model
 from .hardware import detect_hardware, gpu_summary, machine_id
 from .harnesses import harness_version
-from .metrics import measured_trials, speed_metrics_v3, speed_summary
+from .metrics import speed_metrics_v3, speed_summary
 from .paths import benchloop_home
+from .preflight import DEFAULT_TRIALS
 from .reasoning import chosen_budget
 from .scoring import (
     BENCHMARK_ID,
@@ -145,6 +147,7 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
         speed_summary=speed_summary([]),
         settings={
             "trials": prep.config.trials,
+            "speed_trial_rule": speed_rule(prep.config.trials),
             "harness": prep.config.harness,
             "harness_variant": prep.config.harness_variant,
             "max_tokens_cap": prep.config.max_tokens,
@@ -154,6 +157,8 @@ def skeleton(prep: PreparedRun, started: datetime) -> Bundle:
             "task_filter": prep.config.tasks or [],
             "sweep_options": prep.config.sweep_options(),
             "ignore_eos": prep.info.supports_ignore_eos,
+            # Quality tasks at once: asked, used, and where the default came from.
+            "parallel": prep.parallel.as_dict(),
         },
         suites={},
     )
@@ -192,14 +197,15 @@ def refresh_scores(bundle: Bundle, prep: PreparedRun, started_clock: float) -> N
     scores = aggregate(suites, prep.profile)
     bundle.update(scores)
     speed = suites.get("speed")
-    trials = measured_trials(speed["tasks"] if speed is not None else [])
-    bundle["speed_metrics"] = speed_metrics_v3(trials)
-    bundle["speed_summary"] = speed_summary(trials)
+    speed_tasks = speed["tasks"] if speed is not None else []
+    bundle["speed_metrics"] = speed_metrics_v3(speed_tasks)
+    bundle["speed_summary"] = speed_summary(speed_tasks)
     decode = bundle["speed_summary"]["decode_tps"]["median"]
     bundle["value_score"] = value_score(
         scores["quality_score"], decode, scores["reliability_score"]
     )
-    sweeps = sweeps_block(suites, prep.config.trials)
+    # No --trials: the speed suite's trials are adaptive and the sweeps run DEFAULT_TRIALS.
+    sweeps = sweeps_block(suites, prep.config.trials or DEFAULT_TRIALS)
     if sweeps is not None:
         bundle["sweeps"] = sweeps
     block = _comparability(prep, bundle["status"], bundle["error"], suites)

@@ -166,7 +166,7 @@ def test_export_output_writes_the_file(bench_home, tmp_path, capsys):
 def test_an_earlier_invocation_benchmarks_the_real_server(llm_url, llm_model, bench_home, capsys):
     argv = ["run", "--model", llm_model, "--endpoint", llm_url, "--provider", "vmlx"]
     argv += ["--command-used", "llama-server -m SmolLM2.gguf -c 4096", "--json"]
-    argv += ["--tasks", "speed-p128-short", "--trials", "1", "--max-tokens", "8"]
+    argv += ["--tasks", "speed-p128-n256", "--trials", "1", "--max-tokens", "8"]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert captured.err.splitlines()[:3] == [

@@ -79,7 +79,7 @@ def test_the_cli_alone_installs_without_the_site_and_benchmarks_the_real_server(
     assert json.loads(info.stdout)["hardware"]
     ran = subprocess.run(
         [cli, "run", "--url", llm_url, "--model", llm_model, "--suites", "speed",
-         "--tasks", "speed-p128-short", "--trials", "1", "--max-tokens", "16", "--json"],
+         "--tasks", "speed-p128-n256", "--trials", "1", "--max-tokens", "16", "--json"],
         cwd=away, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]

@@ -78,7 +78,7 @@ def test_python_dash_m_and_the_console_script_both_work(bench_home):
         check=False,
     )
     # Each version with its name: the CLI's, the benchmark's and the score schema's.
-    expected = f"benchloop CLI {__version__} · benchmark 4.0.0 · score schema 3.1.0"
+    expected = f"benchloop CLI {__version__} · benchmark 4.1.0 · score schema 3.1.0"
     assert done.returncode == 0 and done.stdout.strip() == expected
     script = Path(sys.executable).with_name("benchloop")
     if not script.exists():
@@ -88,7 +88,7 @@ def test_python_dash_m_and_the_console_script_both_work(bench_home):
     )
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
-    assert info["suites"]["speed"]["task_count"] == 9
+    assert info["suites"]["speed"]["task_count"] == 3
     assert info["profiles"]["speed"]["available"] is True
     assert info["profiles"]["core"]["missing_suites"] == []
     assert info["suites"]["toolcall"]["task_count"] == 15

@@ -10,7 +10,7 @@ from worker.cli import main
 from worker.engine.matrix.bounds import find_layout
 
 SUITE_COUNTS = {
-    "speed": 9,
+    "speed": 3,
     "speed_sweep": 8,
     "toolcall": 15,
     "coding": 12,
@@ -33,22 +33,30 @@ def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
     assert {name: s["task_count"] for name, s in info["suites"].items()} == SUITE_COUNTS
     totals = {name: p["task_count"] for name, p in info["profiles"].items()}
     assert totals == {
-        "speed": 9,
-        "smoke": 39,
-        "core": 81,
-        "full": 125,
+        "speed": 3,
+        "smoke": 33,
+        "core": 75,
+        "full": 119,
         "speed-deep": 8,
         "matrix": 5,
     }
     assert all(p["available"] for p in info["profiles"].values())
+    # None: adaptive, 3 to 10 trials a cell until its figures are narrow enough.
     assert {name: p["speed_trials"] for name, p in info["profiles"].items()} == {
-        "speed": 5,
+        "speed": None,
         "smoke": 3,
-        "core": 5,
-        "full": 5,
+        "core": None,
+        "full": None,
         "speed-deep": 3,
-        "matrix": 5,
+        "matrix": None,
     }
+    rules = {name: p["speed_trial_rule"] for name, p in info["profiles"].items()}
+    assert (rules["speed"]["mode"], rules["speed"]["floor"], rules["speed"]["ceiling"]) == (
+        "adaptive",
+        3,
+        10,
+    )
+    assert rules["smoke"]["mode"] == "fixed" and rules["smoke"]["ceiling"] == 3
     assert list(info["harnesses"]) == [
         "raw",
         "xml-tool-call",
@@ -69,7 +77,7 @@ def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
     text = capsys.readouterr().out
     for name, count in SUITE_COUNTS.items():
         assert any(name in line and f" {count} " in line for line in text.splitlines()), name
-    for profile, total in (("smoke", "39"), ("core", "81"), ("full", "125"), ("speed-deep", "8")):
+    for profile, total in (("smoke", "33"), ("core", "75"), ("full", "119"), ("speed-deep", "8")):
         assert any(profile in line and total in line for line in text.splitlines()), profile
     assert "Harnesses (--harness)" in text
     # Every figure of the depth and concurrency sweeps is described.

@@ -31,7 +31,7 @@ def _cli(args: list[str], home: Path) -> subprocess.CompletedProcess:
 def two_runs(llm_url, tmp_path_factory):
     """A speed run of one task, and a run of the depth sweep alone: no speed task in common."""
     home = tmp_path_factory.mktemp("rough-home")
-    speed = _cli(["run", "--url", llm_url, "--tasks", "speed-p128-short", *QUICK, "--json"], home)
+    speed = _cli(["run", "--url", llm_url, "--tasks", "speed-p128-n256", *QUICK, "--json"], home)
     assert speed.returncode == 0, speed.stderr
     sweep_args = ["run", "--url", llm_url, "--suites", "speed_sweep", "--trials", "1"]
     sweep_args += ["--depths", "0", "--concurrency", "1"]
@@ -97,7 +97,7 @@ def test_an_interruption_is_said_once(llm_url, bench_home):
     assert proc.returncode == 1, stderr
     text = stdout.decode()
     assert text.count("interrupted after ") == 1, text
-    assert "of 39 tasks" in text
+    assert "of 33 tasks" in text
     # The marker went with the process: the run is "incomplete" now, not "running".
     assert not (folder / RUNNING_FILE).exists()
     (row,) = list_rows(bench_home / "runs")
@@ -109,7 +109,7 @@ def test_info_is_short_unless_asked_for_all(bench_home, capsys):
     short = capsys.readouterr().out
     assert len(short.splitlines()) <= 20, short
     assert "benchloop info --all" in short and "Harnesses" not in short
-    assert "speed (9)" in short and "smoke: 39 tasks" in short
+    assert "speed (3)" in short and "smoke: 33 tasks" in short
     assert main(["info", "--all"]) == 0
     full = capsys.readouterr().out
     assert "Harnesses (--harness)" in full and "Reasoning models" in full

@@ -18,7 +18,7 @@ import pytest
 
 from worker.cli import main
 from worker.engine.bundle import validation_errors
-from worker.engine.metrics import measured_trials, speed_samples, speed_summary
+from worker.engine.metrics import speed_samples, speed_summary
 from worker.engine.stats import summarize
 from worker.engine.testing.xllama_launcher import model_path
 from worker.tests.cli_kit import run_cli
@@ -32,12 +32,13 @@ def _cli(args: list[str], home: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def runs(llm_url, tmp_path_factory):
-    """Run A: the whole speed suite. Run B: the 128-token tasks only. Both through the CLI."""
+    """Run A: the whole speed suite, 3 trials a cell. Run B: the 128-token cell only, 2 trials
+    (too few for a median). Both through the CLI."""
     home = tmp_path_factory.mktemp("cli-home")
-    common = ["--url", llm_url, "--trials", "2", "--max-tokens", "16", "--json"]
-    done_a = _cli(["run", "--suites", "speed", *common], home)
+    common = ["--url", llm_url, "--max-tokens", "16", "--json"]
+    done_a = _cli(["run", "--suites", "speed", "--trials", "3", *common], home)
     assert done_a.returncode == 0, done_a.stderr
-    done_b = _cli(["run", "--tasks", "speed-p128-*", *common], home)
+    done_b = _cli(["run", "--tasks", "speed-p128-*", "--trials", "2", *common], home)
     assert done_b.returncode == 0, done_b.stderr
     a, b = json.loads(done_a.stdout), json.loads(done_b.stdout)
     return {
@@ -64,8 +65,10 @@ def test_the_speed_run_writes_a_bundle_that_matches_the_schema(runs):
     assert bundle["scoring_mode"] == "local" and bundle["is_remote"] is False
     assert bundle["comparable"] is False  # --max-tokens changed the tasks
     assert bundle["comparability"]["reasons"] == ["--max-tokens 16 caps the answers"]
-    # Coverage counts tasks: all nine of the speed profile's were scored.
-    assert (bundle["comparability"]["tasks_scored"], bundle["coverage_score"]) == (9, 100.0)
+    # Coverage counts tasks: all three of the speed profile's were scored.
+    assert (bundle["comparability"]["tasks_scored"], bundle["coverage_score"]) == (3, 100.0)
+    assert bundle["speed_method_version"] == "2"
+    assert bundle["settings"]["speed_trial_rule"]["mode"] == "fixed"
     assert bundle["speed_score"] > 0
     # A speed-only run has no quality and no overall score (issue 15: it had quality 0).
     assert bundle["quality_score"] is bundle["overall_score"] is bundle["value_score"] is None
@@ -96,11 +99,13 @@ def test_the_stack_is_named_from_the_server_and_its_weights_file(runs):
 @pytest.mark.llm
 def test_the_bundle_holds_every_sample_with_raw_timings(runs):
     tasks = runs["bundle_a"]["suites"]["speed"]["tasks"]
-    assert len(tasks) == 9
+    assert len(tasks) == 3
     for task in tasks:
         trials = task["metadata"]["trials"]
-        assert len(trials) == 2 and all(t["ok"] for t in trials), task["error"]
-        assert len({t["nonce"] for t in trials}) == 2
+        assert len(trials) == 3 and all(t["ok"] for t in trials), task["error"]
+        assert len({t["nonce"] for t in trials}) == 3
+        stopping = task["metadata"]["stopping"]
+        assert (stopping["reason"], stopping["trials_run"]) == ("fixed", 3)
         target = task["metadata"]["prompt_tokens_target"]
         for trial in trials:
             assert trial["completion_tokens"] == 16
@@ -108,33 +113,36 @@ def test_the_bundle_holds_every_sample_with_raw_timings(runs):
             assert trial["server"]["predicted_n"] == 16
             assert trial["server"]["cache_n"] <= 8  # the nonce defeats the prompt cache
             assert abs(trial["prompt_tokens"] - target) / target < 0.1
-    assert runs["bundle_a"]["speed_summary"]["decode_tps"]["n"] == 18
+    # The headline decode is the short-prompt cell's: its three trials, not all nine.
+    assert runs["bundle_a"]["speed_summary"]["decode_tps"]["n"] == 3
 
 
 @pytest.mark.llm
 def test_the_summary_is_what_json_output_and_compare_print(runs):
     bundle = runs["bundle_a"]
-    recomputed = speed_summary(measured_trials(bundle["suites"]["speed"]["tasks"]))
+    recomputed = speed_summary(bundle["suites"]["speed"]["tasks"])
     assert recomputed == bundle["speed_summary"]
     assert runs["a"]["speed_summary"] == bundle["speed_summary"]
     assert runs["a"]["client_run_id"] == bundle["client_run_id"]
     done = _cli(["compare", bundle["run_id"], runs["bundle_b"]["run_id"], "--json"], runs["home"])
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    shared = ["speed-p128-short", "speed-p128-medium", "speed-p128-long"]
-    assert result["shared_tasks"] == shared and len(result["only_a"]) == 6
+    shared = ["speed-p128-n256"]
+    assert result["shared_tasks"] == shared and len(result["only_a"]) == 2
     by_metric = {row["metric"]: row for row in result["metrics"]}
     a_shared = [s for s in speed_samples(bundle) if s["task_id"] in shared]
     for key, higher in (("decode_tps", True), ("prefill_tps", True), ("ttft_ms", False)):
         row = by_metric[key]
-        # Like for like: A's figure is over the three tasks B also ran, not all nine.
+        # Like for like: A's figure is over the cell B also ran, not all three.
         assert row["a"] == summarize([s[key] for s in a_shared], higher_is_better=higher)
-        assert row["a"]["n"] == 6 and row["a"]["n"] < bundle["speed_summary"][key]["n"]
-        assert row["b"] == runs["bundle_b"]["speed_summary"][key]
+        assert (row["a"]["n"], row["b"]["n"]) == (3, 2)
         assert 0 < row["ratio_ci95_low"] <= row["ratio"] <= row["ratio_ci95_high"]
-        assert row["tasks"] == 3 and 0 <= row["p_value"] <= 1
+        assert row["tasks"] == 1 and 0 <= row["p_value"] <= 1
+    # That cell is the one each run's headline decode comes from.
+    assert by_metric["decode_tps"]["a"] == bundle["speed_summary"]["decode_tps"]
+    assert by_metric["decode_tps"]["b"] == runs["bundle_b"]["speed_summary"]["decode_tps"]
     assert [t["task_id"] for t in result["tasks"]] == shared
-    assert "6 speed task(s) only in A are left out" in result["warnings"]
+    assert "2 speed task(s) only in A are left out" in result["warnings"]
     assert any(w.startswith("A is not comparable: ") for w in result["warnings"])
     assert "Welch" in result["method"] and "ratio" in result["method"]
     text = _cli(["compare", bundle["run_id"], runs["bundle_b"]["run_id"]], runs["home"]).stdout
@@ -142,10 +150,10 @@ def test_the_summary_is_what_json_output_and_compare_print(runs):
     decode = by_metric["decode_tps"]
     words = " ".join(text.split())  # the columns' spacing aside
     a = decode["a"]
-    assert f"A {a['median']:,.1f} {a['ci95_low']:,.1f} to {a['ci95_high']:,.1f} 6" in words
+    assert f"A {a['median']:,.1f} {a['ci95_low']:,.1f} to {a['ci95_high']:,.1f} 3" in words
     assert f"{decode['ratio']:.3f}× {decode['ratio_ci95_low']:.3f} to " in words
-    # Two trials per task: a task's own figure is "n<3", never a median of two.
-    assert result["tasks"][0]["a"]["median"] is None and "n<3: too few samples" in text
+    # B's two trials: its figure is "n<3", never a median of two.
+    assert result["tasks"][0]["b"]["median"] is None and "n<3: too few samples" in text
 
 
 @pytest.mark.llm
@@ -162,7 +170,7 @@ def test_export_lists_both_runs_as_json_and_csv(runs):
     rows = {row["run_id"]: row for row in data["runs"]}
     row = rows[runs["bundle_a"]["run_id"]]
     assert row["decode_tps_median"] == runs["bundle_a"]["speed_summary"]["decode_tps"]["median"]
-    assert row["speed_samples"] == 18
+    assert row["speed_samples"] == 3
     text = _cli(["export", "--format", "csv"], runs["home"]).stdout
     parsed = list(csv.DictReader(io.StringIO(text)))
     assert {r["run_id"] for r in parsed} == set(rows)
@@ -176,7 +184,7 @@ def test_the_human_output_shows_tables_after_the_bundle_is_written(llm_url, benc
             "--url",
             llm_url,
             "--tasks",
-            "speed-p128-short",
+            "speed-p128-n256",
             "--trials",
             "1",
             "--max-tokens",
@@ -225,11 +233,11 @@ def test_ctrl_c_stops_cleanly_and_keeps_a_partial_bundle(llm_url, bench_home):
     assert bundle["status"] == "incomplete"
     assert bundle["error"]["kind"] == "interrupted"
     done = len(bundle["suites"]["speed"]["tasks"])
-    assert 1 <= done < 9
+    assert 1 <= done < 3
     assert validation_errors(bundle) == []
     # Not comparable, with the reason; coverage is the share of the profile's tasks scored.
     block = bundle["comparability"]
     assert bundle["comparable"] is False
-    assert block["reasons"][0] == f"interrupted after {done} of 9 tasks"
-    assert block["tasks_scored"] == done and block["tasks_expected"] == 9
-    assert bundle["coverage_score"] == round(100 * done / 9, 2)
+    assert block["reasons"][0] == f"interrupted after {done} of 3 tasks"
+    assert block["tasks_scored"] == done and block["tasks_expected"] == 3
+    assert bundle["coverage_score"] == round(100 * done / 3, 2)

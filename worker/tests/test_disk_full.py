@@ -122,7 +122,7 @@ def test_benchloop_run_on_a_disk_that_fills_up_mid_run_says_so_and_keeps_the_bun
     env = {**os.environ, "BENCHLOOP_HOME": str(home), "COLUMNS": "300"}
     done = subprocess.run(
         [sys.executable, "-m", "worker.cli", "run", "--url", llm_url, "--model", llm_model]
-        + ["--tasks", "speed-p128-short,speed-p128-medium", "--trials", "1"]
+        + ["--tasks", "speed-p128-n256,speed-p512-n16", "--trials", "1"]
         + ["--max-tokens", "16"],
         cwd=REPO,
         env=env,

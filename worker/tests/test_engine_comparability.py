@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from worker.engine.comparability import assess, coverage_of, reasons_for_bundle, task_state
 
-PROFILE = {"speed": ["speed-p128-short", "speed-p512-short"], "longcontext": ["lc-2k", "lc-8k"]}
+PROFILE = {"speed": ["speed-p128-n256", "speed-p512-n16"], "longcontext": ["lc-2k", "lc-8k"]}
 
 
 def _task(task_id: str, **metadata) -> dict:
@@ -30,8 +30,8 @@ def _assess(suites: dict, **kwargs) -> dict:
 def test_a_run_with_every_task_scored_is_comparable():
     block = _assess(
         _suites(
-            ("speed", _task("speed-p128-short")),
-            ("speed", _task("speed-p512-short")),
+            ("speed", _task("speed-p128-n256")),
+            ("speed", _task("speed-p512-n16")),
             ("longcontext", _task("lc-2k")),
             ("longcontext", _task("lc-8k")),
         )
@@ -55,8 +55,8 @@ def test_a_long_context_task_skipped_for_a_small_context_makes_it_non_comparable
     )
     block = _assess(
         _suites(
-            ("speed", _task("speed-p128-short")),
-            ("speed", _task("speed-p512-short")),
+            ("speed", _task("speed-p128-n256")),
+            ("speed", _task("speed-p512-n16")),
             ("longcontext", _task("lc-2k")),
             ("longcontext", skipped),
         ),
@@ -71,7 +71,7 @@ def test_a_long_context_task_skipped_for_a_small_context_makes_it_non_comparable
 
 def test_an_interrupted_run_counts_the_tasks_it_scored_not_its_suites():
     block = _assess(
-        _suites(("speed", _task("speed-p128-short"))),
+        _suites(("speed", _task("speed-p128-n256"))),
         status="incomplete",
         error={"kind": "interrupted", "message": "interrupted after 1 of 4 tasks"},
     )
@@ -82,14 +82,14 @@ def test_an_interrupted_run_counts_the_tasks_it_scored_not_its_suites():
 def test_sandbox_refusals_speed_context_overflows_filters_and_caps_each_have_a_reason():
     refused = _task("code-01", error_kind="sandbox_unavailable")
     overflow = _task(
-        "speed-p512-short",
+        "speed-p512-n16",
         trials=[
             {"warmup": False, "ok": False, "error_kind": "context_overflow"},
             {"warmup": False, "ok": False, "error_kind": "context_overflow"},
         ],
     )
     block = _assess(
-        _suites(("speed", _task("speed-p128-short")), ("speed", overflow), ("coding", refused)),
+        _suites(("speed", _task("speed-p128-n256")), ("speed", overflow), ("coding", refused)),
         custom_selection=True,
         task_filter=["speed-*", "code-01"],
         max_tokens_cap=16,
@@ -106,7 +106,7 @@ def test_sandbox_refusals_speed_context_overflows_filters_and_caps_each_have_a_r
 
 
 def test_a_complete_run_missing_profile_tasks_says_so_and_failures_are_redacted():
-    block = _assess(_suites(("speed", _task("speed-p128-short"))))
+    block = _assess(_suites(("speed", _task("speed-p128-n256"))))
     assert block["reasons"] == ["3 tasks of the profile not run"]
     failed = _assess(
         {},

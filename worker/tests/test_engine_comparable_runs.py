@@ -55,7 +55,7 @@ def test_coding_tasks_without_a_sandbox_are_recorded_as_not_run(llm_url, tmp_pat
     env |= {"BENCHLOOP_HOME": str(tmp_path), "PATH": str(Path(sys.executable).parent)}
     done = subprocess.run(
         [sys.executable, "-m", "worker.cli", "run", "--url", llm_url, "--profile", "core"]
-        + ["--tasks", "code-05-roman-to-int,speed-p128-short", "--trials", "1"]
+        + ["--tasks", "code-05-roman-to-int,speed-p128-n256", "--trials", "1"]
         + ["--max-tokens", "8", "--json"],
         cwd=REPO,
         env=env,
@@ -72,7 +72,7 @@ def test_coding_tasks_without_a_sandbox_are_recorded_as_not_run(llm_url, tmp_pat
     assert task["metadata"]["error_kind"] == "sandbox_unavailable"
     assert task["tokens_generated"] == 0  # no inference was spent on it
     assert summary["comparability"]["reasons"] == [
-        "--tasks code-05-roman-to-int,speed-p128-short ran a subset of the profile",
+        "--tasks code-05-roman-to-int,speed-p128-n256 ran a subset of the profile",
         "--max-tokens 8 caps the answers",
         "1 coding task not run: no code sandbox",
     ]

@@ -37,7 +37,7 @@ def test_a_server_killed_mid_stream_fails_that_task_and_the_run_goes_on(
     outcome = run_benchmark(
         RunConfig(
             url=server.base_url,
-            tasks=["speed-p128-long", "speed-p128-short"],
+            tasks=["speed-p512-n16", "speed-p128-n256"],
             trials=1,
             max_tokens=64,
             home=bench_home,
@@ -47,10 +47,10 @@ def test_a_server_killed_mid_stream_fails_that_task_and_the_run_goes_on(
     bundle = outcome.bundle
     assert outcome.status == "complete"
     tasks = {t["task_id"]: t for t in bundle["suites"]["speed"]["tasks"]}
-    assert list(tasks) == ["speed-p128-short", "speed-p128-long"]  # data-file order
+    assert list(tasks) == ["speed-p128-n256", "speed-p512-n16"]  # data-file order
     broken = tasks[state["killed"]]
-    assert broken["task_id"] == "speed-p128-short"
-    after = tasks["speed-p128-long"]
+    assert broken["task_id"] == "speed-p128-n256"
+    after = tasks["speed-p512-n16"]
     assert broken["execution_ok"] is False and broken["passed"] is False
     assert broken["metadata"]["trials"][0]["error_kind"] == "stream_interrupted"
     assert "dropped" in broken["error"]
@@ -80,7 +80,7 @@ def test_nothing_identifying_leaks_into_the_upload_view(spawn_llm_server, bench_
         RunConfig(
             url=f"http://127.0.0.1:{server.port}/v1",
             api_key=key,
-            tasks=["speed-p128-short"],
+            tasks=["speed-p128-n256"],
             trials=1,
             max_tokens=8,
             home=bench_home,
@@ -135,7 +135,7 @@ def test_forcing_remote_scoring_uses_the_cloud_curve(llm_url, bench_home):
     outcome = run_benchmark(
         RunConfig(
             url=llm_url,
-            tasks=["speed-p128-short"],
+            tasks=["speed-p128-n256"],
             trials=1,
             max_tokens=8,
             scoring="remote",
@@ -165,7 +165,13 @@ def test_should_stop_ends_the_run_at_a_trial_boundary_keeping_finished_tasks(llm
         return calls["n"] > 3  # task 1 + its 2 trials pass, then stop before the next task
 
     prep = prepare_run(
-        RunConfig(url=llm_url, tasks=["speed-p128-*"], trials=2, max_tokens=8, home=bench_home)
+        RunConfig(
+            url=llm_url,
+            tasks=["speed-p128-*", "speed-p512-*"],
+            trials=2,
+            max_tokens=8,
+            home=bench_home,
+        )
     )
     try:
         outcome = execute(prep, should_stop=should_stop)
@@ -174,5 +180,5 @@ def test_should_stop_ends_the_run_at_a_trial_boundary_keeping_finished_tasks(llm
     assert outcome.status == "cancelled"
     bundle = json.loads(outcome.path.read_text())
     assert bundle["status"] == "incomplete" and bundle["error"]["kind"] == "cancelled"
-    assert [t["task_id"] for t in bundle["suites"]["speed"]["tasks"]] == ["speed-p128-short"]
+    assert [t["task_id"] for t in bundle["suites"]["speed"]["tasks"]] == ["speed-p128-n256"]
     assert validation_errors(bundle) == []

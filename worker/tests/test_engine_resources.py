@@ -50,7 +50,7 @@ def test_without_nvml_energy_is_not_measured_but_ram_and_cold_start_are(bench_ho
         assert server.load_s is not None and 0 < server.load_s < 120
         config = RunConfig(
             url=server.url,
-            tasks=["speed-p128-short"],
+            tasks=["speed-p128-n256"],
             trials=2,
             max_tokens=16,
             home=bench_home,
@@ -109,7 +109,7 @@ def test_trace_power_gives_joules_per_token_that_match_a_hand_calculation(
     nvml = PowerTraceNvml(TRACE)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     outcome = run_benchmark(
-        RunConfig(url=llm_url, tasks=["speed-p128-short"], trials=3, max_tokens=32, home=bench_home)
+        RunConfig(url=llm_url, tasks=["speed-p128-n256"], trials=3, max_tokens=32, home=bench_home)
     )
     bundle = outcome.bundle
     assert validation_errors(bundle) == []
@@ -165,7 +165,7 @@ def test_a_board_that_stops_answering_reports_no_energy_but_keeps_memory(
 ):
     monkeypatch.setitem(sys.modules, "pynvml", PowerTraceNvml(TRACE, drop_device=1))
     outcome = run_benchmark(
-        RunConfig(url=llm_url, tasks=["speed-p128-short"], trials=1, max_tokens=16, home=bench_home)
+        RunConfig(url=llm_url, tasks=["speed-p128-n256"], trials=1, max_tokens=16, home=bench_home)
     )
     bundle = outcome.bundle
     assert validation_errors(bundle) == []

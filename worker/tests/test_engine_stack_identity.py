@@ -113,7 +113,7 @@ def test_the_real_llama_server_s_process_names_the_stack(bench_home):
     )
     try:
         props = httpx.get(f"{server.url}/props").json()
-        config = RunConfig(url=server.url, tasks=["speed-p128-short"], trials=1, max_tokens=8)
+        config = RunConfig(url=server.url, tasks=["speed-p128-n256"], trials=1, max_tokens=8)
         config.home = bench_home
         prep = prepare_run(config)
         try:
@@ -163,7 +163,7 @@ def test_a_given_launch_command_is_recorded_redacted(llm_url, bench_home):
         f"--api-key {secret} -c 8192 -ctk q4_0 -ngl 99 --model-draft /home/alice/d/q06b.gguf"
     )
     prep = prepare_run(
-        RunConfig(url=llm_url, tasks=["speed-p128-short"], launch_command=command, home=bench_home)
+        RunConfig(url=llm_url, tasks=["speed-p128-n256"], launch_command=command, home=bench_home)
     )
     try:
         stack = prep.stack

@@ -215,7 +215,7 @@ def test_a_run_with_a_harness_against_the_real_server(llm_url, bench_home):
     config = RunConfig(
         url=llm_url,
         suites=["speed", "toolcall"],
-        tasks=["tc-01", "speed-p128-short"],
+        tasks=["tc-01", "speed-p128-n256"],
         trials=1,
         harness="xml-tool-call",
         max_tokens=48,

@@ -60,7 +60,7 @@ def test_addresses_secrets_and_home_directories_are_removed(text: str, secret: s
         "qwen3:8b",
         "llama3.1:70b-instruct-q4_K_M",
         "hf.co/bartowski/Qwen3-8B-GGUF:Q4_K_M",
-        "speed-p128-short",
+        "speed-p128-n256",
         "matched 3/4 rules; ratio 3:1",
         "llama.cpp b4567 (0.6.0.1)",
         "token generation speed, basic information",

@@ -9,17 +9,19 @@ multi-turn agents) name their own ``runner`` class.
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import RunEvent, TaskRecord
+from ...contract import RunEvent, TaskRecord, TrialRule
 from ..errors import EngineError
 from ..providers.base import ChatRequest, ChatResponse, Provider
 from ..reasoning import OutputLimits, reasoning_metrics
 
 OUTPUT_LIMIT = 500
+_VERIFYING = threading.Lock()
 
 EmitFn = Callable[[RunEvent], None]
 
@@ -46,6 +48,8 @@ class RunContext:
 
     provider: Provider
     trials: int = 5
+    # The speed suite's trials (worker.engine.adaptive); None: exactly ``trials``.
+    trial_rule: TrialRule | None = None
     scoring_local: bool = True
     max_tokens_cap: int | None = None
     emit: EmitFn = lambda event: None
@@ -125,6 +129,11 @@ class Suite:
 
     # Whether the thinking budget applies: quality tasks think, speed's fixed lengths do not.
     thinks = True
+    # Whether tasks may run at once under --parallel (worker.engine.parallel). True where each
+    # task is independent and thread-safe: one request (or, for the agent suite, a tool loop
+    # whose messages and in-process tools are the task's own) and a verifier. Speed and the
+    # sweeps never run in parallel, whatever this says.
+    parallel_tasks = True
 
     def effective_tasks(
         self, limits: OutputLimits | None = None, options: Mapping[str, Any] | None = None
@@ -174,7 +183,10 @@ class Suite:
                 score=100.0 if response.content else 0.0, passed=bool(response.content)
             )
         else:
-            verdict = self.verifier(task, response)
+            # One verdict at a time: the coding checks run in a sandbox with wall and CPU
+            # limits, which must not be met because other tasks' checks ran beside them.
+            with _VERIFYING:
+                verdict = self.verifier(task, response)
         return task_record(
             task,
             self.name,

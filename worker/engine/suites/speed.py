@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ...contract import TaskProgress, TaskRecord, TrialCompleted
+from ...contract import TaskProgress, TaskRecord, TrialCompleted, TrialRule
+from ..adaptive import Decision, decide, describe, figure_kind, fixed_rule
 from ..errors import EngineError
 from ..metrics import request_metrics
 from ..power import trial_energy
-from ..providers.base import ChatRequest
+from ..providers.base import ChatRequest, ChatResponse
 from ..scoring import cloud_speed_score, local_speed_score
 from ..stats import percentile, summarize
 from .base import OUTPUT_LIMIT, RunContext, Suite, task_record
@@ -36,8 +37,15 @@ def _median(values: list) -> float | None:
     return round(percentile(clean, 0.5), 4) if clean else None
 
 
+def cell_samples(measures: list[str], trials: list[dict]) -> dict[str, list]:
+    """Each figure a cell measures → its good trials' values (decode_tps or prefill_tps)."""
+    good = [t for t in trials if t["ok"]]
+    return {f: [t[f"{figure_kind(f)}_tps"] for t in good] for f in measures}
+
+
 class SpeedSuite(Suite):
-    """Nine tasks: ~128/512/2048-token prompts × 32/128/512-token outputs."""
+    """Three cells, each figure measured once (speed.suite.json), each repeated by the run's
+    trial rule (worker.engine.adaptive)."""
 
     # Its output lengths are what it measures: no thinking budget, --max-tokens only lowers.
     thinks = False
@@ -103,9 +111,13 @@ class SpeedSuite(Suite):
         n_words = self._filler_words(task, ctx)
         max_tokens = config.get("max_tokens", 128)
         ignore_eos = bool(getattr(ctx.provider, "supports_ignore_eos", False))
+        rule = ctx.trial_rule or fixed_rule(ctx.trials)
+        # A cell of the first method names nothing: it measures both kinds of figure.
+        measures = speed.get("measures") or ["decode", "prefill"]
         trials: list[dict] = []
         last_output = ""
-        for index in range(1, ctx.trials + 1):
+        decision: Decision | None = None
+        for index in range(1, rule["ceiling"] + 1):
             ctx.check_stop()
             nonce = new_nonce()
             request = ChatRequest(
@@ -116,7 +128,7 @@ class SpeedSuite(Suite):
                 temperature=config.get("temperature", 0.0),
                 ignore_eos=True,
             )
-            on_chunk = progress_callback(ctx, self.name, task["id"], index)
+            on_chunk = progress_callback(ctx, self.name, task["id"], index, rule)
             # The power monitor's clock when the request leaves: the energy windows start here.
             sent = ctx.power.clock() if ctx.power is not None else 0.0
             try:
@@ -141,39 +153,61 @@ class SpeedSuite(Suite):
                         ok=False,
                     )
                 )
-                continue
-            metrics = request_metrics(response)
-            actual = metrics["prompt_tokens"]
-            trial = {
-                "trial_index": index,
-                "warmup": False,
-                "ok": True,
-                "nonce": nonce,
-                "prompt_tokens_target": target,
-                "prompt_tokens_deviation": round((actual - target) / target, 4) if actual else None,
-                "max_tokens": max_tokens,
-                "ignore_eos_sent": ignore_eos,
-                "score": local_speed_score(metrics["decode_tps"])
-                if ctx.scoring_local
-                else cloud_speed_score(metrics["ttft_ms"], metrics["decode_tps"]),
-                **metrics,
-            }
-            trial["energy"] = trial_energy(ctx.power, sent, metrics, ctx.power_note)
-            trials.append(trial)
-            last_output = response.content or response.reasoning or last_output
-            ctx.emit(
-                TrialCompleted(
-                    type="trial_completed",
-                    suite=self.name,
-                    task_id=task["id"],
-                    trial=index,
-                    ok=True,
-                    decode_tps=trial["decode_tps"],
-                    ttft_ms=trial["ttft_ms"],
-                    prefill_tps=trial["prefill_tps"],
+            else:
+                trial = self._trial(
+                    ctx, response, sent, index, nonce, target, (max_tokens, ignore_eos)
                 )
-            )
-        return self._record(task, ctx, trials, last_output, n_words, max_tokens, ignore_eos)
+                trials.append(trial)
+                last_output = response.content or response.reasoning or last_output
+                ctx.emit(
+                    TrialCompleted(
+                        type="trial_completed",
+                        suite=self.name,
+                        task_id=task["id"],
+                        trial=index,
+                        ok=True,
+                        decode_tps=trial["decode_tps"],
+                        ttft_ms=trial["ttft_ms"],
+                        prefill_tps=trial["prefill_tps"],
+                    )
+                )
+            decision = decide(rule, index, cell_samples(measures, trials))
+            if decision["stop"]:
+                break
+        return self._record(
+            task, ctx, trials, last_output, n_words, max_tokens, ignore_eos, decision
+        )
+
+    def _trial(
+        self,
+        ctx: RunContext,
+        response: ChatResponse,
+        sent: float,
+        index: int,
+        nonce: str,
+        target: int,
+        limits: tuple[int, bool],
+    ) -> dict:
+        """One answered trial's record: the request's figures, its score and energy."""
+        metrics = request_metrics(response)
+        max_tokens, ignore_eos = limits
+        actual = metrics["prompt_tokens"]
+        trial = {
+            "trial_index": index,
+            "warmup": False,
+            "ok": True,
+            "nonce": nonce,
+            "prompt_tokens_target": target,
+            "prompt_tokens_deviation": round((actual - target) / target, 4) if actual else None,
+            "max_tokens": max_tokens,
+            "ignore_eos_sent": ignore_eos,
+            "score": local_speed_score(metrics["decode_tps"])
+            if ctx.scoring_local
+            else cloud_speed_score(metrics["ttft_ms"], metrics["decode_tps"]),
+            **metrics,
+        }
+        trial["energy"] = trial_energy(ctx.power, sent, metrics, ctx.power_note)
+        return trial
 
     def _record(
         self,
@@ -184,6 +218,7 @@ class SpeedSuite(Suite):
         n_words: int,
         max_tokens: int,
         ignore_eos: bool,
+        decision: Decision | None,
     ) -> TaskRecord:
         good = [t for t in trials if t["ok"]]
         failed = [t for t in trials if not t["ok"]]
@@ -220,6 +255,11 @@ class SpeedSuite(Suite):
                 "filler_words": n_words,
                 "max_tokens": max_tokens,
                 "ignore_eos": ignore_eos,
+                "measures": task["speed"].get("measures") or ["decode", "prefill"],
+                "trial_rule": ctx.trial_rule or fixed_rule(ctx.trials),
+                # How the trials stopped: each measured figure's half-width reached and its
+                # target, and a line that says a missed target plainly.
+                "stopping": None if decision is None else {**decision, "note": describe(decision)},
                 "speed_metrics": {
                     "ttft_ms": ttft or 0.0,
                     "prompt_eval_tok_per_sec": prefill or 0.0,
@@ -238,7 +278,7 @@ class SpeedSuite(Suite):
 
 
 def progress_callback(
-    ctx: RunContext, suite: str, task_id: str, trial: int
+    ctx: RunContext, suite: str, task_id: str, trial: int, rule: TrialRule | None = None
 ) -> Callable[[int, float], None]:
     """Chunk callback that emits throttled ``task_progress`` events with a live decode rate."""
     first: float | None = None
@@ -253,16 +293,17 @@ def progress_callback(
             return
         last_emit = now
         span = elapsed - first
-        ctx.emit(
-            TaskProgress(
-                type="task_progress",
-                suite=suite,
-                task_id=task_id,
-                trial=trial,
-                trials=ctx.trials,
-                chunks=chunks,
-                live_tps=round((chunks - 1) / span, 2) if span > 0 and chunks > 1 else None,
-            )
+        event = TaskProgress(
+            type="task_progress",
+            suite=suite,
+            task_id=task_id,
+            trial=trial,
+            trials=rule["ceiling"] if rule else ctx.trials,
+            chunks=chunks,
+            live_tps=round((chunks - 1) / span, 2) if span > 0 and chunks > 1 else None,
         )
+        if rule is not None:
+            event["trials_floor"] = rule["floor"]
+        ctx.emit(event)
 
     return on_chunk

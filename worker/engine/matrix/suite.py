@@ -156,6 +156,10 @@ class _Bounds(TypedDict):
 class MatrixSuite(Suite):
     """A matrix suite: the run's harness works on each task's workspace."""
 
+    # Serial: each task runs a caged program or loop under a wall-clock limit, and its record
+    # measures the harness's overhead; tasks beside it would change both.
+    parallel_tasks = False
+
     def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         config = task.get("config", {})
         htask = HarnessTask(

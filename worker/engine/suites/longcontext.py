@@ -84,6 +84,10 @@ def build_context(target_tokens: int, position: float, needle: str) -> str:
 class LongContextSuite(Suite):
     """Expands ``{{CONTEXT}}`` in each task and turns context overflows into skips."""
 
+    # Serial: prompts of up to 32K tokens at once would share the server's KV cache, so whether
+    # a prompt fits (a skip) could depend on how many ran beside it.
+    parallel_tasks = False
+
     def effective_tasks(
         self, limits: OutputLimits | None = None, options: Mapping[str, Any] | None = None
     ) -> list[dict]:

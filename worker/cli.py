@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from worker import cli_compat, cli_from, cli_matrix
+from worker.cli_cost import RunDeclined, confirm_cost
 from worker.cli_display import RunDisplay
 from worker.cli_format import print_json, say, versions
 from worker.cli_info import cmd_info
@@ -38,6 +39,7 @@ from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
 from worker.engine.harnesses import FORMATS, HARNESSES, PROGRAMS, canonical
 from worker.engine.orchestrator import RunConfig, RunOutcome, execute, prepare_run
+from worker.engine.parallel import DEFAULT_CAP
 from worker.engine.paths import benchloop_home
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 from worker.engine.suites.sweep import parse_levels
@@ -121,6 +123,7 @@ def run_and_show(args: argparse.Namespace) -> tuple[int, RunOutcome]:
         sweep_concurrency=_levels(args.concurrency, "--concurrency", minimum=1),
         sweep_prompt_tokens=args.sweep_prompt_tokens,
         sweep_output_tokens=args.sweep_output_tokens,
+        parallel=args.parallel,
     )
 
     def preflight(event: RunEvent) -> None:
@@ -140,6 +143,8 @@ def run_and_show(args: argparse.Namespace) -> tuple[int, RunOutcome]:
                 markers.append(marker)
 
     try:
+        if not confirm_cost(prep, yes=args.yes, err=err):
+            raise RunDeclined()
         if args.json:
             outcome = execute(prep, started)
         else:
@@ -403,6 +408,13 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
         f"{DEFAULT_THINKING_BUDGET} when the warm-up answer reasons, else 0)",
     )
     run.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="quality tasks run N at a time (default: the server's reported slots, at most "
+        f"{DEFAULT_CAP}, else 1); speed and the sweeps always run alone",
+    )
+    run.add_argument(
         "--model-file", help="the GGUF the server loaded, to record its sha256 (name only kept)"
     )
     run.add_argument(
@@ -410,6 +422,11 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
         help="how the server was started, when it is not visible here (stored redacted)",
     )
     run.add_argument("--no-model-hash", action="store_true", help="do not hash the weights file")
+    run.add_argument(
+        "--yes",
+        action="store_true",
+        help="start without asking, however long the run (no estimate probe)",
+    )
     sweep = run.add_argument_group("depth and concurrency sweeps (suite speed_sweep)")
     sweep.add_argument("--depths", help="context depths in tokens, e.g. 0,4096 (not comparable)")
     sweep.add_argument("--concurrency", help="concurrent streams, e.g. 1,2,4 (not comparable)")
@@ -507,6 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         # Disk full, permission denied, unreadable file: say so plainly, without a traceback.
         err.print(f"[red]error:[/] {escape(str(exc))}")
         return EXIT_RUN
+    except RunDeclined:
+        return EXIT_INTERRUPTED  # the user said no before anything ran
     except KeyboardInterrupt:
         err.print("interrupted")
         return EXIT_INTERRUPTED

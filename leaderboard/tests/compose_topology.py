@@ -10,6 +10,7 @@ the image brings) is a small one written here.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -17,6 +18,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -145,6 +147,16 @@ def web_command(port: int) -> list[str]:
     return command
 
 
+# This process's collected static files (collectstatic was most of a `web` start's time).
+_STATIC: dict[str, Path] = {}
+
+
+def _new_static_root() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="benchloop-compose-static-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 @dataclass
 class Web:
     port: int
@@ -156,6 +168,7 @@ class Web:
 def web(work: Path, database_url: str, broker_url: str, **extra: str) -> Iterator[Web]:
     """The `web` service: its command with its environment, on this machine's services."""
     dotenv = dot_env()
+    static_root = _STATIC.get("root")
     env = process_env(
         service_env(
             "web",
@@ -163,13 +176,16 @@ def web(work: Path, database_url: str, broker_url: str, **extra: str) -> Iterato
             DATABASE_URL=database_url,
             CELERY_BROKER_URL=broker_url,
             CACHE_URL=broker_url,
-            STATIC_ROOT=str(work / "static"),
+            STATIC_ROOT=str(static_root or _new_static_root()),
             LOG_LEVEL="WARNING",
             **extra,
         )
     )
-    # What docker/entrypoint.sh does first (the test database is migrated already).
-    collect_static(env)
+    if static_root is None:
+        # What docker/entrypoint.sh does first (the test database is migrated already). The
+        # files are the same for every start, so this process collects them once.
+        collect_static(env)
+        _STATIC["root"] = Path(env["STATIC_ROOT"])
     port = free_port()
     log = work / "web.log"
     with running(web_command(port), env, log) as proc:

@@ -1,7 +1,8 @@
 """Hardware classes and lanes for the detail-page tests (stack, compare, model, run, images).
 
-Runs are imported through the real service (factories.add_runs), then put on a hardware class;
-refresh_lanes rebuilds the stored Lane rows with runs.services, as moderation does.
+Runs are imported through the real service (submissions.intake.import_records), then put on a
+hardware class; refresh_lanes rebuilds the stored Lane rows with runs.services, as moderation
+does.
 Kept apart from factories.py, where the board's tests build their own.
 """
 
@@ -11,9 +12,10 @@ from collections.abc import Iterable
 
 from django.utils.text import slugify
 
-from leaderboard.tests.factories import add_runs, record
+from leaderboard.tests.factories import record
 from runs.models import HardwareClass, Run
 from runs.services import refresh_stack_stats
+from submissions.intake import import_records
 from submissions.models import Status, Submission
 
 # slug: (label, kind, chip, count, memory GB, GPU name in the run record)
@@ -61,8 +63,11 @@ def class_record(slug: str, **fields):
 
 
 def on_class(slug: str, *records, status: str = Status.APPROVED) -> list[Run]:
-    """Import the records, put their runs (and machines) on the class, refresh the lanes."""
-    runs = add_runs(*records)
+    """Import the records, put their runs (and machines) on the class, refresh the lanes.
+
+    The lanes are built once, after the runs are on their class: refreshing them on import
+    too (add_runs rebuilds every stack's) only made rows that were then thrown away."""
+    runs = import_records(list(records), refresh_stats=False).created
     found = hw_class(slug)
     ids = [run.id for run in runs]
     Run.objects.filter(id__in=ids).update(hardware_class=found)

@@ -240,7 +240,13 @@ FILTER_PARAMETERS = [
         ("location", "local or remote"),
         ("verified", "1: lab-verified only"),
         ("days", "7, 30, 90 or 365"),
-        ("sort", "column key"),
+        (
+            "cols",
+            "per-suite columns, comma-separated: toolcall, coding, agent, longcontext, "
+            "instructfollow, dataextract, reasonmath, loop_code_fix, loop_schema (each row "
+            "gains suites: {name: figure or null})",
+        ),
+        ("sort", "column key, or suite:NAME to sort by a per-suite column"),
         ("dir", "asc or desc"),
         ("page", "page number"),
     ]
@@ -294,6 +300,12 @@ class LaneRowSerializer(serializers.Serializer):
     decode_tps = FigureSerializer(allow_null=True, required=False)
     prefill_tps = FigureSerializer(allow_null=True, required=False)
     ttft_ms = FigureSerializer(allow_null=True, required=False)
+    suites = serializers.DictField(
+        child=FigureSerializer(allow_null=True),
+        required=False,
+        help_text="the per-suite columns asked for: each suite's median over the row's runs "
+        "that have it (null where none has); absent without cols or a suite sort",
+    )
     best_run = serializers.DictField(allow_null=True)
 
 
@@ -332,6 +344,9 @@ def _lane_row(row, *, pooled: bool) -> dict:
         "quality": _figure(row.quality),
         "best_run": best,
     }
+    if row.suites:
+        # The per-suite columns asked for (?cols=, or ?sort=suite:…): quality suites only.
+        out["suites"] = {name: _figure(figure) for name, figure in row.suites.items()}
     if not pooled:
         out.update(
             overall=_figure(row.overall),

@@ -171,9 +171,13 @@ class Estimated:
 
     @property
     def cli(self) -> str:
-        """The command that measures it (the user's own server, this model)."""
-        model = shlex.quote(self.stack.model_id)
-        return f"benchloop run --url http://127.0.0.1:8080 --model {model} --profile core"
+        return measure_command(self.stack)
+
+
+def measure_command(stack: Stack) -> str:
+    """The command that measures a stack (the user's own server, this model)."""
+    model = shlex.quote(stack.model_id)
+    return f"benchloop run --url http://127.0.0.1:8080 --model {model} --profile core"
 
 
 def representative_machine(hw_class: HardwareClass) -> Hardware | None:
@@ -301,6 +305,23 @@ def for_class(
         if len(shown) == SHOWN:
             break
     return shown
+
+
+def for_stack_page(stack: Stack, hw: str, measured: list[HardwareClass]) -> dict | None:
+    """What the stack page shows for ?hw=<a class the stack has no published run on>: the
+    estimate (None where none can be made), the command and whether the lab can measure it;
+    None where the class is measured (`measured`) or unknown."""
+    if not hw or stack.best_run_id is None or any(c.slug == hw for c in measured):
+        return None
+    hw_class = HardwareClass.objects.filter(slug=hw).first()
+    if hw_class is None or measured_here(stack, hw_class):
+        return None
+    return {
+        "hw_class": hw_class,
+        "est": estimate(stack, hw_class),
+        "cli": measure_command(stack),
+        "lab": lab_measures(hw_class),
+    }
 
 
 def lab_measures(hw_class: HardwareClass) -> bool:

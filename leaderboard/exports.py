@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from leaderboard.rows import Row
+from leaderboard.suite_columns import SUITE_COLUMNS
 from runs.figures import runs_text
 from runs.models import Run, ScoreScale
 
@@ -23,7 +24,7 @@ MIXED_WARNING = (
 def view_meta(filters, scope, version: str) -> dict:
     """What a view is about, said once at the top of an export (and per row in the CSV)."""
     single = scope.single
-    return {
+    meta = {
         "hardware": "all hardware (mixes machines)" if scope.pooled else scope.label,
         "hardware_class": single.slug if single else None,
         "mixes_hardware": scope.pooled,
@@ -39,6 +40,10 @@ def view_meta(filters, scope, version: str) -> dict:
         "speed": not scope.pooled,
         "quality": filters.scale != ScoreScale.SPEED_ONLY,
     }
+    if filters.suites:
+        # Per-suite columns asked for (?cols=, or the suite sorted by): quality suites only.
+        meta["suites"] = list(filters.suites)
+    return meta
 
 
 def _figure(row: Row, name: str, part: str):
@@ -48,6 +53,11 @@ def _figure(row: Row, name: str, part: str):
     if part == "value":
         return figure.value
     return getattr(figure, part)
+
+
+def _suite(row: Row, suite: str, part: str):
+    figure = row.suites.get(suite)
+    return None if figure is None else (figure.value if part == "value" else getattr(figure, part))
 
 
 def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
@@ -91,6 +101,14 @@ def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
             (name, lambda r, k=key: _figure(r, k, "value")),
             (f"{name}_ci95_low", lambda r, k=key: _figure(r, k, "low")),
             (f"{name}_ci95_high", lambda r, k=key: _figure(r, k, "high")),
+        ]
+    for suite in view.get("suites", []):
+        columns += [
+            (f"suite_{suite}", lambda r, s=suite: _suite(r, s, "value")),
+            (f"suite_{suite}_ci95_low", lambda r, s=suite: _suite(r, s, "low")),
+            (f"suite_{suite}_ci95_high", lambda r, s=suite: _suite(r, s, "high")),
+            # A suite's n: the row's runs that have it (it may be fewer than n_runs).
+            (f"suite_{suite}_n", lambda r, s=suite: _suite(r, s, "n") or 0),
         ]
     columns += [
         ("n_runs", lambda r: r.runs),
@@ -202,6 +220,8 @@ def _with_interval(row: dict, key: str) -> str:
     low, high = row.get(f"{key}_ci95_low"), row.get(f"{key}_ci95_high")
     if low is not None and high is not None:
         return f"{text} ({markdown_text(low)}–{markdown_text(high)})"
+    if f"{key}_n" in row and row.get(key) is not None:
+        return f"{text} ({runs_text(row[f'{key}_n'])})"  # a suite figure of one or two runs
     if f"{key}_ci95_low" in row and row.get(key) is not None and row.get("few_runs"):
         return f"{text} ({runs_text(row['n_runs'])})"
     return text
@@ -221,7 +241,8 @@ def to_markdown(rows: list[dict], *, title: str, view: dict) -> str:
     keys = {key for row in rows for key in row} if rows else set()
     if not rows:
         keys = {"rank", "model", "quantization", "engine", "hardware", "n_runs"}
-    columns = [(key, label) for key, label in MARKDOWN_COLUMNS if key in keys]
+    suites = [(f"suite_{s}", SUITE_COLUMNS[s][0]) for s in view.get("suites", [])]
+    columns = [(key, label) for key, label in MARKDOWN_COLUMNS + suites if key in keys]
     lines.append("| " + " | ".join(label for _, label in columns) + " |")
     lines.append("|" + "|".join("---:" if key != "model" else "---" for key, _ in columns) + "|")
     for row in rows:

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.http import QueryDict
 from django.utils import timezone
 
+from leaderboard import suite_columns
 from runs import methods, normalize
 from runs.matrix import canonical, harness_kind
 from runs.models import RunQuerySet, ScoreScale
@@ -68,10 +69,20 @@ SORTS = {
 }
 
 
+def sort_spec(key: str) -> tuple[str, bool, str]:
+    """(label, higher is better, kind) of a sort key: SORTS', or a suite column's
+    ("suite:coding", leaderboard.suite_columns)."""
+    return SORTS[key] if key in SORTS else suite_columns.sort_spec(key)
+
+
+def valid_sort(key: str) -> bool:
+    return key in SORTS or bool(suite_columns.sort_suite(key))
+
+
 def ranks_by_figure(key: str) -> bool:
     """Whether a sort key ranks rows by a figure: then the rows of three runs or more come
     first and those of one or two after them (runs.figures.settled)."""
-    return SORTS[key][2] in ("score", "quality", "speed")
+    return sort_spec(key)[2] in ("score", "quality", "speed", "suite")
 
 
 MAX_TEXT = 100
@@ -119,6 +130,8 @@ class BoardFilters:
     location: str = ""
     verified: bool = False
     days: str = ""
+    # Per-suite columns shown (leaderboard.suite_columns): "toolcall,coding"; "" for none.
+    cols: str = ""
     sort: str = ""
     dir: str = ""
     page: int = 1
@@ -194,7 +207,8 @@ class BoardFilters:
             location=_choice(text("location"), LOCATION_CHOICES),
             verified=flag("verified"),
             days=_choice(text("days"), DAYS_CHOICES),
-            sort=sort if sort in SORTS else "",
+            cols=suite_columns.parse_cols(v[:MAX_TEXT] for v in query.getlist("cols")[:20]),
+            sort=sort if valid_sort(sort) else "",
             dir=text("dir") if text("dir") in ("asc", "desc") else "",
             page=page,
         )
@@ -216,10 +230,10 @@ class BoardFilters:
         return bool(self.hw) or any(getattr(self, name) for name in CLASS_NARROWING)
 
     def sort_allowed(self, key: str) -> bool:
-        kind = SORTS[key][2]
+        kind = sort_spec(key)[2]
         if self.pooled and kind in ("score", "speed", "hardware"):
             return False
-        return not (self.scale == ScoreScale.SPEED_ONLY and kind in ("score", "quality"))
+        return not (self.scale == ScoreScale.SPEED_ONLY and kind in ("score", "quality", "suite"))
 
     @property
     def default_sort(self) -> str:
@@ -239,7 +253,26 @@ class BoardFilters:
     def descending(self) -> bool:
         if self.dir:
             return self.dir == "desc"
-        return SORTS[self.sort_key][1]
+        return sort_spec(self.sort_key)[1]
+
+    @property
+    def sort_suite(self) -> str:
+        """The suite the rows are sorted by, or ""."""
+        return suite_columns.sort_suite(self.sort_key)
+
+    @property
+    def suites(self) -> list[str]:
+        """The per-suite columns the view shows: those asked for, and the one sorted by. None
+        on the speed-only scale, whose runs have no quality suite."""
+        if self.scale == ScoreScale.SPEED_ONLY:
+            return []
+        names = set(filter(None, self.cols.split(","))) | {self.sort_suite} - {""}
+        return [name for name in suite_columns.SUITE_COLUMNS if name in names]
+
+    @property
+    def suite_cols(self) -> list[tuple[str, str, str]]:
+        """(name, label, header title) of each shown per-suite column."""
+        return [(name, *suite_columns.SUITE_COLUMNS[name]) for name in self.suites]
 
     @property
     def comparable_only(self) -> bool:

@@ -16,8 +16,10 @@ from django.db.models import Count, F, Q, Sum, Window
 from django.db.models.functions import Coalesce, RowNumber
 
 from leaderboard import cache as board_cache
+from leaderboard import filters as board_filters
 from leaderboard import rows as board_rows
-from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, SORTS, UNVERSIONED, BoardFilters
+from leaderboard import suite_columns
+from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, UNVERSIONED, BoardFilters, sort_spec
 from leaderboard.rows import Row
 from runs import matrix, methods, normalize
 from runs.methods import DEFAULT_METHOD
@@ -384,11 +386,15 @@ def lanes(filters: BoardFilters, scope: Scope, version: str):
     qs = qs.annotate(
         **{f"value_{name}": board_rows.LANE_VALUES[name] for name in board_rows.FIGURES}
     )
-    column = F(board_rows.LANE_SORTS[filters.sort_key])
-    primary = column.desc(nulls_last=True) if filters.descending else column.asc(nulls_last=True)
+    # A suite's figure is no lane column: those views order here by the default and then by
+    # the suite (_suite_sorted).
+    key = filters.sort_key if filters.sort_key in board_rows.LANE_SORTS else filters.default_sort
+    column = F(board_rows.LANE_SORTS[key])
+    descending = filters.descending if key == filters.sort_key else sort_spec(key)[1]
+    primary = column.desc(nulls_last=True) if descending else column.asc(nulls_last=True)
     tie = F(board_rows.LANE_SORTS[filters.default_sort]).desc(nulls_last=True)
     order = [primary, tie, F("stack_id").asc(), F("hardware_class_id").asc()]
-    if filters.ranks_by_figure:
+    if board_filters.ranks_by_figure(key):
         # Lanes of one or two runs rank after those with an interval (rows.sort_rows).
         order.insert(0, board_rows.LANE_TIER.asc())
     if scope.grouped:
@@ -493,6 +499,11 @@ def _rows_from_runs(filters: BoardFilters, scope: Scope, version: str) -> list[R
     stacks = Stack.objects.in_bulk({r.stack_id for r in found})
     classes = HardwareClass.objects.in_bulk({r.hardware_class_id for r in found} - {None})
     found = board_rows.attach(found, stacks=stacks, classes=classes, runs={})
+    if filters.suites:
+        # Every row's, for the sort; the same matching runs as the row's other figures.
+        runs = _matching(filters, scope, version).filter(stack_id__in={r.stack_id for r in found})
+        by_row = suite_columns.figures(runs, filters.suites, pooled=scope.pooled)
+        suite_columns.attach(found, by_row, filters.suites)
     if filters.sort_key == "submitters":
         found = _count_submitters(found, filters, scope, version)
     found = board_rows.sort_rows(
@@ -543,15 +554,16 @@ def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
         rows = _finish_run_rows(list(page.object_list), filters, scope, version)
         points = [_point(r.stack, r.quality, r.decode) for r in every] if chart else []
     else:
-        extra = ("class_rank",) if scope.grouped else ()
-        narrow = list(lanes(filters, scope, version).values_list(*NARROW, *extra))
+        narrow, by_row = _view_lanes(filters, scope, version, NARROW)
         page = Paginator(narrow, PAGE_SIZE).get_page(filters.page)
         shown = list(page.object_list)
         ranks = [row[-1] for row in shown] if scope.grouped else None
         rows = _lane_rows([row[0] for row in shown], filters.scale, ranks)
-        points = _lane_points(narrow[:scatter_limit]) if chart else []
+        _lane_suites(rows, filters, scope, version, by_row)
+        points = _lane_points([r[: len(NARROW)] for r in narrow[:scatter_limit]]) if chart else []
     points = [p for p in points if p][:scatter_limit]
-    if filters.ranks_by_figure:
+    if filters.ranks_by_figure and not filters.sort_suite:
+        # (A suite's own n sets its tiers; the rows' run counts would mark the wrong place.)
         board_rows.mark_tiers(rows)
     return Board(page, rows, points, scope, version, versions, **settled)
 
@@ -589,10 +601,34 @@ def board_export_rows(filters: BoardFilters) -> tuple[list[Row], Scope, str]:
     if filters.run_level:
         rows = _rows_from_runs(filters, scope, version)[:EXPORT_LIMIT]
         return _finish_run_rows(rows, filters, scope, version), scope, version
-    extra = ("class_rank",) if scope.grouped else ()
-    found = list(lanes(filters, scope, version).values_list("id", *extra)[:EXPORT_LIMIT])
+    found, by_row = _view_lanes(filters, scope, version, ("id", "stack_id"), limit=EXPORT_LIMIT)
     ranks = [row[-1] for row in found] if scope.grouped else None
-    return _lane_rows([row[0] for row in found], filters.scale, ranks), scope, version
+    rows = _lane_rows([row[0] for row in found], filters.scale, ranks)
+    return _lane_suites(rows, filters, scope, version, by_row), scope, version
+
+
+def _view_lanes(
+    filters: BoardFilters, scope: Scope, version: str, columns: tuple[str, ...], limit: int = 0
+) -> tuple[list[tuple], dict]:
+    """The view's lanes as `columns` (which hold "id" and "stack_id"), then the class rank
+    where grouped, in display order; with the suite figures found for a suite sort."""
+    qs = lanes(filters, scope, version)
+    if filters.sort_suite:
+        return suite_columns.sorted_lanes(qs, columns, filters, scope, version, limit=limit)
+    extra = ("class_rank",) if scope.grouped else ()
+    return list(qs.values_list(*columns, *extra)[: limit or None]), {}
+
+
+def _lane_suites(
+    rows: list[Row], filters: BoardFilters, scope: Scope, version: str, by_row: dict
+) -> list[Row]:
+    """The rows' per-suite columns: from `by_row` where the sort found them, else from the
+    rows' lanes' runs (one query; none without suite columns)."""
+    if filters.suites and rows:
+        keys = [(r.stack_id, r.hardware_class_id) for r in rows]
+        by_row = by_row or suite_columns.lane_figures(keys, filters, scope, version)
+        suite_columns.attach(rows, by_row, filters.suites)
+    return rows
 
 
 # --- menus, feeds and other lists -----------------------------------------------------------
@@ -722,7 +758,7 @@ def machine_count() -> int:
 
 
 def sort_label(key: str) -> str:
-    return SORTS[key][0]
+    return sort_spec(key)[0]
 
 
 def account_runs_q(username: str, prefix: str = "submission__") -> Q:

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from django.db.models import Case, F, Value, When
 
+from leaderboard import suite_columns
 from leaderboard.filters import ranks_by_figure
 from runs.figures import Interval, settled
 from runs.models import HardwareClass, Run, ScoreScale, Stack
@@ -48,6 +49,9 @@ class Row:
     # The best run's overall score: evidence ("best of N"), never the order of the rows.
     best_overall: float | None = None
     figures: dict[str, Figure | None] = field(default_factory=dict)
+    # Per-suite figures of the columns the view shows (leaderboard.suite_columns): None where
+    # no run of the row has that suite.
+    suites: dict[str, Figure | None] = field(default_factory=dict)
     started_at: datetime | None = None
     lane_id: int | None = None
     stack: Stack | None = None
@@ -215,6 +219,11 @@ def sort_rows(rows: list[Row], key: str, *, descending: bool, tie: str) -> list[
     """Rows in display order (as queries.lanes orders lanes in SQL): by the key, then by the
     view's default figure, then by stack and class; missing values last either way. When a
     figure orders the rows, those of three runs or more come first (runs.figures.settled)."""
+    if suite := suite_columns.sort_suite(key):
+        # Ties keep the view's default order (as queries.lanes gives it); a suite's figure has
+        # its own n (the runs that have the suite), which sets its tier.
+        rows = sort_rows(rows, tie, descending=True, tie=tie)
+        return suite_columns.order(rows, lambda r: r.suites.get(suite), descending=descending)
     rows = sorted(rows, key=lambda r: (r.stack_id, r.hardware_class_id or 0))
     for name, desc in ((tie, True), (key, descending)):
         present = [r for r in rows if python_sort_value(r, name) is not None]

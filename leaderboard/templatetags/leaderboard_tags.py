@@ -8,7 +8,8 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from leaderboard.filters import BACKEND_CHOICES, PARAM_CHOICES, SORTS, BoardFilters
+from leaderboard.filters import BACKEND_CHOICES, PARAM_CHOICES, BoardFilters, sort_spec
+from leaderboard.suite_columns import MISSING_TITLE
 from runs import roofline
 
 register = template.Library()
@@ -95,9 +96,9 @@ def moe_active(stack) -> str:
 @register.inclusion_tag("leaderboard/_sort_th.html")
 def sort_th(filters: BoardFilters, key: str, path: str, label: str = "", title: str = "") -> dict:
     """A sortable column header: a real link, swapped in place by htmx when it is loaded."""
-    column_label = label or SORTS[key][0]
+    column_label = label or sort_spec(key)[0]
     active = filters.sort_key == key
-    natural_desc = SORTS[key][1]
+    natural_desc = sort_spec(key)[1]
     next_desc = not filters.descending if active else natural_desc
     direction = "desc" if next_desc else "asc"
     if direction == ("desc" if natural_desc else "asc"):
@@ -134,6 +135,15 @@ def figure(value, digits: int = 1) -> str:
         shown,
         value.runs_text,
     )
+
+
+@register.simple_tag
+def suite_cell(row, name: str) -> str:
+    """A row's per-suite figure (leaderboard.suite_columns), or a dash that says why."""
+    found = row.suites.get(name)
+    if found is None:
+        return format_html('<span title="{}">{}</span>', MISSING_TITLE, DASH)
+    return figure(found)
 
 
 @register.filter

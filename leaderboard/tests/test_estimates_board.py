@@ -29,12 +29,13 @@ BOARD = "/leaderboard/?hw=rtx-4090"
 def world() -> dict[str, Stack]:
     """Ten 8B stacks and a 70B one measured on an H100; the first 8B stack and four others on
     the RTX 4090 too."""
-    for i in range(10):
-        on_class("h100", class_record("h100", model_id=f"acme/m{i}-8b", decode=90.0 + 3 * i))
-    on_class("h100", class_record("h100", model_id="acme/big-70b", quantization="Q8_0", decode=20))
-    on_class("rtx-4090", class_record("rtx-4090", model_id="acme/m0-8b", decode=60.0))
-    for i in range(4):
-        on_class("rtx-4090", class_record("rtx-4090", model_id=f"acme/r{i}-8b", decode=55.0 + i))
+    # One import per class (the lanes are built once per batch, not once per run).
+    h100 = [class_record("h100", model_id=f"acme/m{i}-8b", decode=90.0 + 3 * i) for i in range(10)]
+    h100.append(class_record("h100", model_id="acme/big-70b", quantization="Q8_0", decode=20))
+    on_class("h100", *h100)
+    rtx = [class_record("rtx-4090", model_id="acme/m0-8b", decode=60.0)]
+    rtx += [class_record("rtx-4090", model_id=f"acme/r{i}-8b", decode=55.0 + i) for i in range(4)]
+    on_class("rtx-4090", *rtx)
     return {stack.model_id: stack for stack in Stack.objects.all()}
 
 

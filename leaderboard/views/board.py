@@ -27,6 +27,7 @@ from leaderboard import charts, estimated, exports, matrix, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
 from leaderboard.hardware_menu import hardware_menu
+from leaderboard.suite_columns import SUITE_COLUMNS
 from runs.methods import METHODS
 from runs.models import HardwareClass, HardwareKind, Run, Stack
 from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
@@ -157,8 +158,10 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
     canonical = filters.to_query()
     path = reverse("leaderboard:leaderboard")
     canonical_url = path + (f"?{canonical.urlencode()}" if canonical else "")
-    if not request.htmx and (_has_blank_values(request) or ":" in request.GET.get("hw", "")):
-        # A form sent without JavaScript: every field, and the hardware menu's hw=vram:24.
+    resend = _has_blank_values(request) or ":" in request.GET.get("hw", "")
+    if not request.htmx and (resend or len(request.GET.getlist("cols")) > 1):
+        # A form sent without JavaScript: every field, the hardware menu's hw=vram:24, and
+        # one cols=… per ticked suite column (the link names them once: cols=a,b).
         return redirect(canonical_url)
     export_qs = f"?{canonical.urlencode()}" if canonical else ""
     key = canonical.urlencode()
@@ -211,6 +214,8 @@ def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
         "method_choices": [(key, m.label) for key, m in METHODS.items()],
         "location_choices": board_filters.LOCATION_CHOICES,
         "days_choices": [(str(k), v) for k, v in board_filters.DAYS_CHOICES],
+        "suite_choices": [(name, *text) for name, text in SUITE_COLUMNS.items()],
+        "shown_cols": filters.cols.split(","),
         "more_open": any(
             getattr(filters, name)
             for name in ("family", "params", "harness", "profile", "comparable")

@@ -15,8 +15,9 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
-from leaderboard import charts, matrix, queries, summaries, sweeps
+from leaderboard import charts, estimated, matrix, queries, summaries, sweeps
 from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
+from leaderboard.queued import late_starts_by_index
 from leaderboard.resources import reasoning_view, resources_view
 from leaderboard.templatetags.lanes import ci_text
 from leaderboard.views.board import HtmxHttpRequest, scatter_for
@@ -171,7 +172,10 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         chart_rows, profile = summaries.chart_rows(proof, scope.key, filters.profile)
         counted = summaries.counted_in(runs, scope.key, profile)
         suites = summaries.suite_table(counted).get(stack.id, {})
-    active = active_run_filters(filters, hw, classes)
+    # ?hw= a class with no run of this stack: its estimate, never in the lanes' table.
+    unmeasured = estimated.for_stack_page(stack, hw, classes)
+    named = [unmeasured["hw_class"]] if unmeasured else []
+    active = active_run_filters(filters, hw, classes + named)
     if not active:
         # The board ranks every run's lane: its place is the page's only when no filter drops runs.
         for shown in proof.scopes:
@@ -205,6 +209,7 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
         "sweeps": sweeps.stack_sweeps(proof.rows),
         "quality_trend": summaries.quality_trend(chart_rows),
         "harness_matrix": harness_matrix,
+        "unmeasured": unmeasured,
         "recipe_run": recipe_run,
         "recipe_command": redact_command(recipe_run.command_used) if recipe_run else "",
         "recipe_model_file": redact_text(
@@ -337,6 +342,10 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         for task in suite.tasks.all():
             task.notes = public.verifier_notes(task.metadata)
             task.reasoning_tokens = public.reasoning_tokens(task.metadata)
+            # Stored trials whose prefill window held a wait for a server slot (issue 35).
+            late = late_starts_by_index(task.metadata)
+            for sample in task.samples.all():
+                sample.late_start = late.get(sample.trial_index)
             if suite.measured_only:
                 task.cell_status = public.cell_status(task.metadata)
     context_lane = None

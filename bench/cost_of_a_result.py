@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from worker.engine.cost import minutes  # noqa: E402  (after the path insert)
+
 PROFILES = ("speed", "smoke", "core", "full", "speed-deep")
 # A request's fixed cost on a GPU server (HTTP, template, tokenizing, sampler set-up, the
 # stream's last chunk): an assumption, not measured here (this machine is a CPU).
@@ -237,14 +239,6 @@ def project(cost: dict, machine: dict) -> float:
     )
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def table(results: list[dict], before: dict | None = None) -> str:
     """The markdown tables: counts here, then the projections."""
     hw = machines()
@@ -260,7 +254,7 @@ def table(results: list[dict], before: dict | None = None) -> str:
         rows.append(
             f"| `{r['profile']}` (ctx {r['server_ctx']}) | {b.get('requests', 0):,} | "
             f"{s['prompt']:,} | {s['generated']:,} | {b.get('prompt', 0):,} / "
-            f"{b.get('generated', 0):,} | {budget} | {_duration(r['wall_s'])} |"
+            f"{b.get('generated', 0):,} | {budget} | {minutes(r['wall_s'])} |"
         )
     lines = ["\n".join(rows), ""]
     head = "| | prompt | generated | " + " | ".join(
@@ -269,11 +263,11 @@ def table(results: list[dict], before: dict | None = None) -> str:
     proj = [head + " |", "|---|---|---|" + "---|" * len(hw)]
     fixed = [("llama-bench default", LLAMA_BENCH), ("llama-benchy default", LLAMA_BENCHY)]
     for name, cost in fixed:
-        cells = " | ".join(_duration(project(cost, m)) for m in hw)
+        cells = " | ".join(minutes(project(cost, m)) for m in hw)
         proj.append(f"| {name} | {cost['prompt']:,} | {cost['generated']:,} | {cells} |")
     for r in results:
         cost = {**r["server"], "requests": (r.get("bundle") or {}).get("requests", 0)}
-        cells = " | ".join(_duration(project(cost, m)) for m in hw)
+        cells = " | ".join(minutes(project(cost, m)) for m in hw)
         ratio = (cost["prompt"] + cost["generated"]) / (
             LLAMA_BENCH["prompt"] + LLAMA_BENCH["generated"]
         )
@@ -289,7 +283,7 @@ def table(results: list[dict], before: dict | None = None) -> str:
     for r in results:
         d = r.get("budget_any_ctx")
         if d and r.get("budget") and d["prompt"] != r["budget"]["prompt"]:
-            cells = " | ".join(_duration(project(d, m)) for m in hw)
+            cells = " | ".join(minutes(project(d, m)) for m in hw)
             proj.append(
                 f"| `{r['profile']}` from the data, every sweep cell (32K) | {d['prompt']:,} | "
                 f"{d['generated']:,} (ceiling) | {cells} |"
@@ -310,14 +304,14 @@ def budget_table(code: Path, ctx: int | None, profiles: list[str]) -> str:
         ("llama-bench default", LLAMA_BENCH),
         ("llama-benchy default", LLAMA_BENCHY),
     ):
-        cells = " | ".join(_duration(project(cost, m)) for m in hw)
+        cells = " | ".join(minutes(project(cost, m)) for m in hw)
         counts = f"{cost['requests']} | {cost['prompt']:,} | {cost['generated']:,}"
         rows.append(f"| {name} | {counts} | {cells} |")
     for profile in profiles:
         d = data_budget(code, profile, ctx)
         if d is None:
             continue
-        cells = " | ".join(_duration(project(d, m)) for m in hw)
+        cells = " | ".join(minutes(project(d, m)) for m in hw)
         total = (d["prompt"] + d["generated"]) / (LLAMA_BENCH["prompt"] + LLAMA_BENCH["generated"])
         rows.append(
             f"| `{profile}` ({total:.1f}× llama-bench's tokens) | {d['requests']} | "

@@ -144,33 +144,14 @@ class SpeedSuite(Suite):
                         "error_kind": exc.kind,
                     }
                 )
-                ctx.emit(
-                    TrialCompleted(
-                        type="trial_completed",
-                        suite=self.name,
-                        task_id=task["id"],
-                        trial=index,
-                        ok=False,
-                    )
-                )
+                ctx.emit(self._completed(task, index, None))
             else:
                 trial = self._trial(
                     ctx, response, sent, index, nonce, target, (max_tokens, ignore_eos)
                 )
                 trials.append(trial)
                 last_output = response.content or response.reasoning or last_output
-                ctx.emit(
-                    TrialCompleted(
-                        type="trial_completed",
-                        suite=self.name,
-                        task_id=task["id"],
-                        trial=index,
-                        ok=True,
-                        decode_tps=trial["decode_tps"],
-                        ttft_ms=trial["ttft_ms"],
-                        prefill_tps=trial["prefill_tps"],
-                    )
-                )
+                ctx.emit(self._completed(task, index, trial))
             decision = decide(rule, index, cell_samples(measures, trials))
             if decision["stop"]:
                 break
@@ -208,6 +189,17 @@ class SpeedSuite(Suite):
         }
         trial["energy"] = trial_energy(ctx.power, sent, metrics, ctx.power_note)
         return trial
+
+    def _completed(self, task: dict, index: int, trial: dict | None) -> TrialCompleted:
+        """The trial_completed event: a failed trial (None) carries no figures."""
+        event = TrialCompleted(
+            type="trial_completed", suite=self.name, task_id=task["id"], trial=index, ok=bool(trial)
+        )
+        if trial:
+            event["decode_tps"] = trial["decode_tps"]
+            event["ttft_ms"] = trial["ttft_ms"]
+            event["prefill_tps"] = trial["prefill_tps"]
+        return event
 
     def _record(
         self,

@@ -95,6 +95,10 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
         )
         job = wait_for(lambda: finished(job_id), 240, "the managed job to finish")
         assert job.status == "succeeded", (job.error, worker.log()[-3000:])
+        # The agent clears the attempt's folder after it reports (stopping the server and its
+        # heartbeat first): stopping the worker before then would cut that short.
+        jobs = var / "lab-jobs"
+        wait_for(lambda: jobs.is_dir() and not any(jobs.iterdir()), 60, "the folder to go")
     finally:
         worker.stop()
     messages = [

@@ -42,7 +42,7 @@ def test_an_engine_bundle_passes_the_upload_schema_and_carries_its_stack(bundle)
     assert record.comparable is False
     assert record.noncomparable_reasons == bundle["comparability"]["reasons"]
     assert record.noncomparable_reasons[0].startswith("--tasks speed-p128-n256")
-    assert record.coverage_score == round(100 / 9, 2)
+    assert record.coverage_score == round(100 / 3, 2)  # one of the speed suite's three cells
     # The stack's identity, as recorded at the source.
     weights = hashlib.sha256(model_path().read_bytes()).hexdigest()
     assert record.model_sha256 == weights

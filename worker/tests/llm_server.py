@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,7 @@ from worker.engine.testing.xllama_launcher import MODEL_ALIAS, ServerHandle, sta
 
 __all__ = [
     "bench_home",
+    "machine_to_itself",
     "llm_model",
     "llm_server_8k",
     "llm_own_template_url",
@@ -19,6 +23,20 @@ __all__ = [
     "llm_url",
     "spawn_llm_server",
 ]
+
+
+@pytest.fixture
+def machine_to_itself():
+    """Held by the tests that load the machine on purpose (a CPU hog) and by those that compare
+    rates and would read that load as a difference: under xdist the other worker waits for the
+    lock instead of running one beside the other. Other tests still run meanwhile."""
+    path = Path(tempfile.gettempdir()) / "benchloop-tests-machine.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

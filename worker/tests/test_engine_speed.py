@@ -296,14 +296,20 @@ REAL_RULE = {"decode": 0.25, "prefill": 0.30}
 
 
 @pytest.mark.llm
-def test_a_quiet_cell_stops_at_the_floor_once_its_target_is_met(provider):
+def test_a_quiet_cell_stops_at_the_floor_once_its_target_is_met(provider, machine_to_itself):
     suite = available_suites()["speed"]
     rule = _rule(ceiling=6, decode=REAL_RULE["decode"], prefill=REAL_RULE["prefill"])
     ctx = RunContext(provider=provider, trials=5, trial_rule=rule)
     suite.prepare(ctx)
-    record = suite.run_task(_p128_cell(suite), ctx)
-    meta = record["metadata"]
-    stopping = meta["stopping"]
+    # The other test worker's load can still cross a cell; a cell that misses must then say so
+    # and run on (the rule), and one of three cells on this machine is quiet enough to stop.
+    for _ in range(3):
+        meta = suite.run_task(_p128_cell(suite), ctx)["metadata"]
+        stopping = meta["stopping"]
+        if stopping["reason"] == "target_met":
+            break
+        assert (stopping["reason"], stopping["trials_run"]) == ("ceiling", 6)
+        assert not stopping["figures"]["decode"]["met"]
     assert (stopping["reason"], stopping["trials_run"], len(meta["trials"])) == ("target_met", 3, 3)
     decode = stopping["figures"]["decode"]
     assert decode["met"] and decode["n"] == 3 and decode["coverage"] == 0.75
@@ -324,7 +330,9 @@ def _cpu_hogs() -> list[subprocess.Popen]:
 
 
 @pytest.mark.llm
-def test_a_cell_under_a_cpu_hog_goes_past_the_floor_and_records_how_wide_it_stayed(provider):
+def test_a_cell_under_a_cpu_hog_goes_past_the_floor_and_records_how_wide_it_stayed(
+    provider, machine_to_itself
+):
     """The load arrives after the cell's first trial, as another job starting on the machine
     would: the trials that follow are slower, and the interval cannot close."""
     suite = available_suites()["speed"]

@@ -160,7 +160,11 @@ def test_the_sweep_s_tokens_are_counted_as_planned(sweep_run) -> None:
         for request in task["metadata"]["trials"] + task["metadata"].get("warmups", [])
         if not request.get("depth_target")
     )
-    assert 0.9 * planned["prompt_tokens"] <= prompt + prefix <= 1.1 * planned["prompt_tokens"]
+    # The server evaluates no more than the plan asks (within calibration), and what it
+    # evaluated plus what it served from its cache covers the plan. (The cached share can run
+    # past the template's prefix, so it bounds from one side only.)
+    assert prompt <= 1.1 * planned["prompt_tokens"]
+    assert prompt + prefix >= 0.9 * planned["prompt_tokens"]
     # The method before issue 35 asked for one context per depth trial and a warm-up round
     # per level: here 2 × 512 + (2 + 4) × 64 more prompt tokens.
     before = sweep_token_budget(tasks, TRIALS, method="reprime", context=2048)
@@ -287,7 +291,9 @@ def _depth_cells(url: str, depth: int, trials: int, primings: list[str | None], 
     return out
 
 
-def test_priming_once_measures_what_priming_every_trial_measured(sweep_server) -> None:
+def test_priming_once_measures_what_priming_every_trial_measured(
+    sweep_server, machine_to_itself
+) -> None:
     """The two methods on one server, interleaved: the same cached depth, the same new tokens
     evaluated, and prefill and decode rates that agree within this shared machine's noise."""
     cells = _depth_cells(sweep_server.base_url, 512, 3, [None, PRIME_EVERY_TRIAL, None])

@@ -33,12 +33,12 @@ def test_mypy_passes_over_worker() -> None:
 
 
 def test_an_event_that_breaks_the_contract_fails_the_check(tmp_path: Path) -> None:
-    """A copy of the tree whose orchestrator emits task_started without its task id."""
+    """A copy of the tree whose task loop (engine.parallel) emits task_started with no task id."""
     shutil.copytree(
         REPO / "worker", tmp_path / "worker", ignore=shutil.ignore_patterns("__pycache__", "data")
     )
     shutil.copy(REPO / "mypy.ini", tmp_path / "mypy.ini")
-    orchestrator = tmp_path / "worker" / "engine" / "orchestrator.py"
+    orchestrator = tmp_path / "worker" / "engine" / "parallel.py"
     source = orchestrator.read_text()
     good = 'TaskStarted(type="task_started", suite=suite.name, task_id=task["id"])'
     assert good in source

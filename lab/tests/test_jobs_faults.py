@@ -23,8 +23,8 @@ from runs.models import Run
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 ALL_SPEED = ["speed-p128-*", "speed-p512-n16"]
-# Three cells: after the first finishes, the job still has two to run when its worker dies.
-KILL_TASKS = ["speed-p128-*", "speed-p512-*", "speed-p2048-*"]
+# Two cells: after the first finishes, the long-prompt cell is still to run when its worker dies.
+KILL_TASKS = ["speed-p128-*", "speed-p2048-*"]
 
 
 def _status(job_id: int) -> str:
@@ -82,7 +82,7 @@ def test_a_killed_worker_is_replaced_and_the_job_completes_exactly_once(
     seqs = [seq for _kind, seq in second_attempt]
     assert seqs == list(range(1, len(seqs) + 1))  # no duplicates, no gaps after the claim
     completed = [k for k, _ in second_attempt if k == "task_completed"]
-    assert len(completed) == 3
+    assert len(completed) == len(KILL_TASKS)  # one cell per pattern, each completed once
     assert [k for k, _ in second_attempt].count("run_completed") == 1
 
 

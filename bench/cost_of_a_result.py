@@ -128,17 +128,10 @@ def data_budget(code: Path, profile: str, ctx: int | None) -> dict | None:
 
 def run_profile(profile: str, ctx: int, code: Path, out: Path) -> dict:
     """One real run of the profile against a fresh server; its counts, wall time and bundle."""
-    from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS, model_path
-    from worker.managed import start_server
+    sys.path.insert(0, str(ROOT / "bench"))
+    from profile_run import smollm_server
 
-    server = start_server(
-        binary="llama-server",
-        model_path=str(model_path()),
-        alias="smollm2-135m",
-        context_length=ctx,
-        threads=2,
-        extra_flags=NATIVE_SERVER_FLAGS,
-    )
+    server = smollm_server(ctx)
     home = Path(tempfile.mkdtemp(prefix=f"benchloop-cost-{profile}-"))
     env = {**os.environ, "BENCHLOOP_HOME": str(home), "PYTHONPATH": str(code)}
     command = [sys.executable, "-m", "worker.cli", "run", "--url", server.url]

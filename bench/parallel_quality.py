@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS, model_path  # noqa: E402
-from worker.managed import start_server  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+
+from profile_run import smollm_server  # noqa: E402
 
 CORE_QUALITY = "toolcall,coding,dataextract,instructfollow,reasonmath"
 
@@ -78,14 +79,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="the server's threads (2)")
     parser.add_argument("--out", type=Path, help="also write the summary JSON here")
     args, extra = parser.parse_known_args()
-    server = start_server(
-        binary="llama-server",
-        model_path=str(model_path()),
-        alias="smollm2-135m",
-        context_length=args.ctx,
-        threads=args.threads,
-        extra_flags=[*NATIVE_SERVER_FLAGS, "-np", str(args.slots)],
-    )
+    server = smollm_server(args.ctx, args.threads, ("-np", str(args.slots)))
     home = Path(tempfile.mkdtemp(prefix="benchloop-parallel-"))
     runs: list[dict] = []
     try:

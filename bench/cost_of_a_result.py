@@ -103,7 +103,10 @@ def server_counters(url: str) -> dict:
 _BUDGET = """
 import json, sys
 from worker.engine.cost import budget
-from worker.engine.orchestrator import RunConfig
+try:
+    from worker.engine.plan import RunConfig
+except ImportError:  # a tree from before worker.engine.plan (issue 33)
+    from worker.engine.orchestrator import RunConfig
 from worker.engine.preflight import select
 config = RunConfig(url="http://127.0.0.1:9", profile=sys.argv[1])
 plan = budget(select(config).tasks, config.trials, context_length=int(sys.argv[2]) or None)

@@ -7,7 +7,7 @@ from each tool. Every request is matched to what the server measured for it:
   * llama-benchy: the difference of llama.cpp's /metrics counters (prompt tokens and seconds,
     predicted tokens and seconds) taken by its --post-run-cmd after each of its runs.
 Per request: prefill ÷ the server's prompt rate, decode ÷ the server's predicted rate, and for
-ours the client's share of TTFT (worker.engine.metrics.ttft_split).
+ours the client's share of TTFT (worker.rules.timings.ttft_split).
 
     .venv/bin/python bench/engine_fidelity.py                      # starts its own SmolLM2 server
     .venv/bin/python bench/engine_fidelity.py --rounds 3 --runs 3 --out /tmp/fidelity.json
@@ -38,18 +38,13 @@ sys.path.insert(0, str(ROOT))
 from bench.sweep_fidelity import BOOK_URL, prepare_benchy  # noqa: E402
 from worker.engine.metrics import request_metrics  # noqa: E402
 from worker.engine.providers import ChatRequest, OpenAIProvider  # noqa: E402
-from worker.engine.stats import percentile  # noqa: E402
 from worker.engine.suites import RunContext, available_suites  # noqa: E402
 from worker.engine.suites.prompts import new_nonce, speed_messages  # noqa: E402
 from worker.engine.testing.xllama_launcher import MODEL_ALIAS, start_server  # noqa: E402
 from worker.engine.transport import Transport  # noqa: E402
+from worker.rules.stats import median, percentile  # noqa: E402
 
 METRIC = re.compile(r"^llamacpp:(\w+) ([0-9.eE+-]+)$", re.MULTILINE)
-
-
-def _median(values: list[float]) -> float | None:
-    clean = sorted(v for v in values if v is not None)
-    return round(percentile(clean, 0.5), 4) if clean else None
 
 
 def _p90(values: list[float]) -> float | None:
@@ -216,13 +211,15 @@ def _summary(results: dict) -> dict:
         for pp, rows in cells.items():
             cell = {
                 "n": len(rows),
-                "prefill_ratio_median": _median([r["prefill_ratio"] for r in rows]),
-                "decode_ratio_median": _median([r["decode_ratio"] for r in rows]),
-                "ttft_minus_prompt_ms_median": _median([r["ttft_minus_prompt_ms"] for r in rows]),
+                "prefill_ratio_median": median((r["prefill_ratio"] for r in rows), digits=4),
+                "decode_ratio_median": median((r["decode_ratio"] for r in rows), digits=4),
+                "ttft_minus_prompt_ms_median": median(
+                    (r["ttft_minus_prompt_ms"] for r in rows), digits=4
+                ),
             }
             if tool == "ours":
                 client = [r["ttft_client_ms"] for r in rows]
-                cell["ttft_client_ms_median"] = _median(client)
+                cell["ttft_client_ms_median"] = median(client, digits=4)
                 cell["ttft_client_ms_p90"] = _p90(client)
                 cell["new_connections"] = sum(bool(r["new_connection"]) for r in rows)
             out.setdefault(tool, {})[pp] = cell

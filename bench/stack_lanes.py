@@ -39,7 +39,7 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord  # noqa: E402
+from runs.importers.records import HardwareRecord, ImportedSuite, RunRecord  # noqa: E402
 from runs.models import HardwareClass, Run, Stack  # noqa: E402
 from submissions.intake import import_records  # noqa: E402
 
@@ -90,7 +90,9 @@ def seed() -> int:
                     },
                     speed_sample_count=5,
                     submitter_name=f"bench-{i % 7}",
-                    suites=[SuiteRecord(suite="toolcall", score=60.0, task_count=10, pass_count=6)],
+                    suites=[
+                        ImportedSuite(suite="toolcall", score=60.0, task_count=10, pass_count=6)
+                    ],
                 )
             )
         created = import_records(records).created

@@ -40,7 +40,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from worker.engine.orchestrator import RunConfig, execute, prepare_run  # noqa: E402
+from worker.engine.orchestrator import execute, prepare_run  # noqa: E402
+from worker.engine.plan import RunConfig  # noqa: E402
 from worker.engine.suites.prompts import NOTES  # noqa: E402
 from worker.engine.testing.xllama_launcher import (  # noqa: E402
     MODEL_ALIAS,

@@ -6,7 +6,7 @@ For every request the clock readings are (ms after the request was handed to htt
   headers      the response headers in
   first_byte   the first bytes of the body read from the socket (a timing httpx transport)
   first_token  our engine's first output event, parsed (StreamTiming.first_token_ms)
-and the server's own prompt_ms. The client's share (worker.engine.metrics.ttft_split) is then
+and the server's own prompt_ms. The client's share (worker.rules.timings.ttft_split) is then
   write    = written                              our request out
   delivery = first_byte - headers - prompt_ms     the server's sampling and send of token one,
                                                   loopback, and waking our thread to read it
@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 
 from worker.engine.metrics import request_metrics  # noqa: E402
 from worker.engine.providers import ChatRequest, OpenAIProvider  # noqa: E402
-from worker.engine.stats import percentile  # noqa: E402
 from worker.engine.suites import RunContext, available_suites  # noqa: E402
 from worker.engine.suites.prompts import new_nonce, speed_messages  # noqa: E402
 from worker.engine.testing.xllama_launcher import MODEL_ALIAS, start_server  # noqa: E402
 from worker.engine.transport import Transport  # noqa: E402
+from worker.rules.stats import percentile  # noqa: E402
 
 
 class _FirstBytes(httpx.SyncByteStream):

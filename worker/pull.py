@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import httpx
 
-from worker.contract import ModelPull
+from worker.rules.contract import ModelPull
 
 
 class PullError(RuntimeError):

@@ -6,17 +6,19 @@ worker claims the job over HTTP and runs it (worker.agent.jobs).
 
 from __future__ import annotations
 
+import logging
 import os
 from functools import cache
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import after_setup_logger, worker_ready, worker_shutdown
 
 from worker.agent.client import KeyRejected, SiteClient, SiteUnavailable
 from worker.agent.host import Host
 from worker.agent.jobs import TransientJobError, run_job
-from worker.agent.protocol import RUN_JOB_TASK
 from worker.agent.settings import AgentSettings, broker_config
+from worker.rules.logcontext import ContextFilter, formatter, log_context
+from worker.rules.protocol import RUN_JOB_TASK
 
 app = Celery("benchloop-lab-agent")
 app.conf.update(broker_config())
@@ -49,17 +51,28 @@ def _client(pid: int) -> SiteClient:
 )
 def run_benchmark_job(self, job_id: int) -> str:
     settings = _settings()
-    try:
-        return run_job(
-            _client(os.getpid()),
-            job_id,
-            jobs_root=settings.jobs_root,
-            heartbeat=settings.job_heartbeat,
-        )
-    except TransientJobError as exc:
-        raise self.retry(exc=exc, countdown=min(120, 10 * exc.attempt), queue=exc.pool) from exc
-    except KeyRejected as exc:
-        return f"host key rejected: {exc}"  # the host loop stops this worker
+    # run_job binds the job id; the host is bound here, where its name is known.
+    with log_context(host=settings.host_name):
+        try:
+            return run_job(
+                _client(os.getpid()),
+                job_id,
+                jobs_root=settings.jobs_root,
+                heartbeat=settings.job_heartbeat,
+            )
+        except TransientJobError as exc:
+            raise self.retry(exc=exc, countdown=min(120, 10 * exc.attempt), queue=exc.pool) from exc
+        except KeyRejected as exc:
+            return f"host key rejected: {exc}"  # the host loop stops this worker
+
+
+@after_setup_logger.connect
+def _log_context_on_every_line(logger: logging.Logger, **kwargs) -> None:
+    """Celery's root handlers print the bound host and job id on each line (key=value, or
+    JSON lines with LOG_FORMAT=json, as on the site)."""
+    for handler in logger.handlers:
+        handler.addFilter(ContextFilter())
+        handler.setFormatter(formatter(os.environ.get("LOG_FORMAT", "text"), kwargs.get("format")))
 
 
 @worker_ready.connect

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from worker.agent.protocol import API_ROOT
+from worker.rules.protocol import API_ROOT
 
 log = logging.getLogger(__name__)
 RETRY_STATUSES = {429, 500, 502, 503, 504}

@@ -7,6 +7,7 @@ key (revoked) stops the whole agent.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import signal
@@ -15,6 +16,7 @@ import threading
 from worker.agent import prompts
 from worker.agent.client import KeyRejected, SiteClient
 from worker.agent.settings import AgentSettings
+from worker.rules.logcontext import log_context
 
 log = logging.getLogger(__name__)
 INVENTORY_EVERY = 12  # heartbeats between inventory probes
@@ -32,8 +34,14 @@ class Host:
         self.consuming = False
 
     def start(self) -> None:
-        for target, name in ((self._heartbeats, "heartbeat"), (self._prompts, "prompts")):
-            threading.Thread(target=target, daemon=True, name=f"benchloop-lab-{name}").start()
+        with log_context(host=self.settings.host_name):  # on every line of the loops
+            for target, name in ((self._heartbeats, "heartbeat"), (self._prompts, "prompts")):
+                threading.Thread(
+                    target=contextvars.copy_context().run,
+                    args=(target,),
+                    daemon=True,
+                    name=f"benchloop-lab-{name}",
+                ).start()
 
     def _heartbeats(self) -> None:
         beats, registered = 0, False

@@ -3,6 +3,7 @@ upload the bundle. Nothing here touches the database; the site decides every sta
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.agent.client import KeyRejected, Refused, SiteClient, SiteUnavailable
-from worker.agent.protocol import (
+from worker.rules.contract import ProgressEvent
+from worker.rules.logcontext import bind_log_context, log_context
+from worker.rules.protocol import (
     LIVE_ONLY_EVENTS,
     MAX_EVENTS_PER_POST,
     JobSpec,
@@ -22,8 +25,7 @@ from worker.agent.protocol import (
     SequencedEvent,
     job_path,
 )
-from worker.agent.validate import fit_event
-from worker.contract import ProgressEvent
+from worker.rules.validate import fit_event
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ class Sender(threading.Thread):
         self._seq = 0
         self.state: JobState = {"ours": True, "cancel": False}
         self.failure: BaseException | None = None
+        # The job's log fields (job id, host), for the lines logged while sending.
+        self._context = contextvars.copy_context()
 
     def emit(self, event: ProgressEvent) -> None:
         if event["type"] in LIVE_ONLY_EVENTS:
@@ -73,6 +77,9 @@ class Sender(threading.Thread):
             raise self.failure
 
     def run(self) -> None:
+        self._context.run(self._send)
+
+    def _send(self) -> None:
         done = False
         while not done:
             batch = [self._queue.get()]
@@ -144,14 +151,24 @@ def _heartbeat_loop(state: JobRun, interval: float) -> None:
 
 def run_job(client: SiteClient, job_id: int, *, jobs_root: Path, heartbeat: float) -> str:
     """Run the job if this host can claim it; returns what happened, for the task log."""
+    with log_context(job_id=job_id):  # on every line the job logs, its threads' included
+        return _claim_and_run(client, job_id, jobs_root=jobs_root, heartbeat=heartbeat)
+
+
+def _claim_and_run(client: SiteClient, job_id: int, *, jobs_root: Path, heartbeat: float) -> str:
     try:
         spec: JobSpec = client.post(job_path(job_id, "claim"), {})
     except Refused as exc:
         return f"not claimed ({exc.status}: already taken, finished, cancelled or not ours)"
+    bind_log_context(attempt=spec["attempt"])
     sender = Sender(client, job_id, spec["attempt"])
     sender.start()
     state = JobRun(client=client, spec=spec, folder=_job_folder(jobs_root, spec), sender=sender)
-    beat = threading.Thread(target=_heartbeat_loop, args=(state, heartbeat), daemon=True)
+    beat = threading.Thread(
+        target=contextvars.copy_context().run,  # with the job's log fields
+        args=(_heartbeat_loop, state, heartbeat),
+        daemon=True,
+    )
     beat.start()
     server = None
     try:
@@ -271,8 +288,8 @@ def _run_engine(state: JobRun, url: str, api_key: str | None, server=None) -> st
 
 
 def _config(spec: JobSpec, url: str, api_key: str | None, home: Path):
-    from worker.engine.harnesses import canonical
-    from worker.engine.orchestrator import RunConfig
+    from worker.engine.plan import RunConfig
+    from worker.rules.harnesses import canonical
 
     return RunConfig(
         url=url,

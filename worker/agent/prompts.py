@@ -12,7 +12,8 @@ import logging
 import time
 
 from worker.agent.client import Refused, SiteClient
-from worker.agent.protocol import PromptSpec, prompt_path
+from worker.rules.logcontext import log_context
+from worker.rules.protocol import PromptSpec, prompt_path
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_SECONDS = 0.3
@@ -23,14 +24,15 @@ def answer_next(client: SiteClient) -> bool:
     spec: PromptSpec | None = client.post("prompts/next", {}, patience=10)
     if spec is None:
         return False
-    try:
-        body = answer(spec, lambda tokens, seconds: _progress(client, spec, tokens, seconds))
-        client.post(prompt_path(spec["id"], "answer"), body)
-    except Refused as exc:  # the prompt is no longer ours to answer
-        log.warning("quick prompt %s: %s", spec["id"], exc)
-    except Exception as exc:  # the thread lives on; the prompt says what went wrong
-        log.exception("quick prompt %s failed", spec["id"])
-        client.post(prompt_path(spec["id"], "failed"), {"error": _reason(exc)})
+    with log_context(prompt_id=spec["id"]):
+        try:
+            body = answer(spec, lambda tokens, seconds: _progress(client, spec, tokens, seconds))
+            client.post(prompt_path(spec["id"], "answer"), body)
+        except Refused as exc:  # the prompt is no longer ours to answer
+            log.warning("quick prompt %s: %s", spec["id"], exc)
+        except Exception as exc:  # the thread lives on; the prompt says what went wrong
+            log.exception("quick prompt %s failed", spec["id"])
+            client.post(prompt_path(spec["id"], "failed"), {"error": _reason(exc)})
     return True
 
 

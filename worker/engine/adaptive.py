@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
-from ..contract import TrialRule
-from .stats import median_interval
+from ..rules.contract import TrialRule
+from ..rules.stats import median_interval
 
 ADAPTIVE_FLOOR = 3
 ADAPTIVE_CEILING = 10
 # Target half-width of each kind of figure, relative to its median.
 TARGETS = {"decode": 0.02, "prefill": 0.03}
-INTERVAL = "median sign-test interval (worker.engine.stats.median_interval), level 0.95"
+INTERVAL = "median sign-test interval (worker.rules.stats.median_interval), level 0.95"
 
 
 def adaptive_rule(floor: int = ADAPTIVE_FLOOR, ceiling: int = ADAPTIVE_CEILING) -> TrialRule:

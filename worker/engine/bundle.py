@@ -17,19 +17,14 @@ from urllib.parse import urlsplit
 
 import jsonschema
 
+from ..rules.redact import REDACTED, redact_text
 from .errors import BundleWriteError, UsageError
-from .paths import runs_dir
-from .redact import REDACTED, redact_text
+from .legacy import from_legacy
+from .paths import runs_dir, slug
 
 BUNDLE_SCHEMA_VERSION = "1.1"
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "bundle-1.schema.json"
 RUN_FILE = "run.json"
-
-
-def slug(text: str) -> str:
-    """Folder-safe form of a model id (path-like ids keep only their file name)."""
-    base = os.path.basename(text.rstrip("/\\")) if re.search(r"[/\\]", text) else text
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-") or "model"
 
 
 def new_run_id(
@@ -104,8 +99,6 @@ def validate_bundle(bundle: Mapping[str, Any]) -> None:
 
 def load_bundle(source: Path | str | dict) -> dict:
     """Read a bundle (ours, or benchloop-cli 0.2.3 / 0.3.0 run.json) into the bundle-1 shape."""
-    from .legacy import from_legacy
-
     if isinstance(source, dict):
         document = source
         origin = ""
@@ -183,7 +176,7 @@ def upload_view(bundle: dict, *, secrets: list[str] | tuple[str, ...] = ()) -> d
     hash (legacy MAC-derived ids), ``extras`` (legacy command lines and dashboard fields), every
     task ``output``. ``machine.backend`` keeps only the engine name (the old CLI wrote
     "<provider>:<url>" there). Any remaining string goes through the site's own redaction
-    (worker.engine.redact: addresses, URLs, keys, emails, home paths) and loses the endpoint's
+    (worker.rules.redact: addresses, URLs, keys, emails, home paths) and loses the endpoint's
     host and the given secrets; model ids that are file paths keep only the file name.
     """
     view = copy.deepcopy(bundle)

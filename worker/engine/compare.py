@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
+from ..rules.stats import ratio_test, summarize
 from .metrics import speed_samples
-from .stats import ratio_test, summarize
 
 ALPHA = 0.05
 METRICS = (

@@ -28,8 +28,8 @@ from typing import Any
 
 import psutil
 
-from ..contract import Contention, ContentionStatus
-from .stats import percentile
+from ..rules.contract import Contention, ContentionStatus
+from ..rules.stats import percentile
 
 INTERVAL_S = 2.0
 # The server's own pids are asked for every this many samples (a new child of it is found

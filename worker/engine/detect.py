@@ -7,7 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TypeGuard
 
-from ..contract import Launch, ModelInfo
+from ..rules.contract import Launch, ModelInfo
+from ..rules.engines import known_build
 from .errors import EngineError, ProtocolError, UnknownModel
 from .transport import Transport
 
@@ -20,15 +21,7 @@ LLAMA_CPP, OLLAMA, VLLM, LMSTUDIO, GENERIC = (
 )
 # Servers documented to accept the non-standard ignore_eos sampling flag.
 IGNORE_EOS_KINDS = {LLAMA_CPP, VLLM}
-# What a llama.cpp built without its git metadata (xllamacpp's wheel) says its build is.
-_NO_BUILD = re.compile(r"(?:b?0+)?(?:[-_ ]?unknown)?", re.IGNORECASE)
 _BUILD_TOKEN = re.compile(r"\bb[1-9]\d*(?:-[0-9a-f]{7,40})?\b")
-
-
-def known_build(text: object) -> str:
-    """An engine build as reported, or "" where it names none ("b0-unknown", "unknown")."""
-    value = str(text or "").strip()
-    return "" if _NO_BUILD.fullmatch(value) else value
 
 
 @dataclass

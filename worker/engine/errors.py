@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..contract import BundleError
+from ..rules.contract import BundleError
 
 
 class EngineError(Exception):

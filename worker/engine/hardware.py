@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from ..contract import GpuInfo, Hardware
+from ..rules.contract import GpuInfo, Hardware
 from .paths import benchloop_home
 
 _GIB = 1024**3
@@ -159,13 +159,6 @@ def _fill_nvml(hw: Hardware) -> None:
     finally:
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
-
-
-def gpu_summary(hw: Mapping[str, Any]) -> tuple[str, float]:
-    """v3 ``machine.gpu`` (names joined) and ``gpu_memory_gb`` (summed)."""
-    names = [g.get("name", "") for g in hw.get("gpus", []) if g.get("name")]
-    total = sum(g.get("vram_gb") or 0.0 for g in hw.get("gpus", []))
-    return ", ".join(names), round(float(total), 2)
 
 
 def hardware_label(hw: Mapping[str, Any]) -> str:

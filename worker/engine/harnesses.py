@@ -8,8 +8,8 @@
   then ``<tool_call>`` tags.
 
 These are prompt formats, not programs: the real agent programs (Aider, Hermes Agent,
-mini-swe-agent) are in ``worker.engine.matrix``. Until 0.4 the formats were called ``hermes``,
-``qwen`` and ``pi``; ``LEGACY_NAMES`` maps those (an earlier CLI's ``--harness hermes``) here.
+mini-swe-agent) are in ``worker.engine.matrix``. The names (formats, programs, the formats' old
+names) are rules: worker.rules.harnesses.
 
 Parsing is forgiving of what small models emit: an unclosed final tag, JSON in a code fence,
 ``name``/``function``/``tool`` and ``arguments``/``args``/``parameters`` keys, arguments given as
@@ -23,41 +23,8 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-from .matrix.programs import PROGRAMS
+from ..rules.harnesses import FORMATS, TAGS, THINK, is_program
 from .providers.base import ChatRequest, ChatResponse, ChunkCallback, Provider, ToolCall
-
-HARNESS_VERSION = "v1"
-THINK = "think-xml-tool-call"
-TAGS = {"xml-tool-call": "tool_call", "xml-function-call": "function_call", THINK: "tool_call"}
-FORMATS = ("raw", *TAGS)
-FORMAT_DESCRIPTIONS = {
-    "raw": "native OpenAI-style tools; calls read from the API's tool_calls",
-    "xml-tool-call": "tools in the system prompt; calls as <tool_call>{json}</tool_call>",
-    "xml-function-call": "tools in the prompt; calls as <function_call>{json}</function_call>",
-    THINK: "reasoning in <think>…</think> first, then <tool_call> tags",
-}
-LEGACY_NAMES = {"hermes": "xml-tool-call", "qwen": "xml-function-call", "pi": THINK}
-HARNESSES = FORMATS + tuple(PROGRAMS)
-HARNESS_DESCRIPTIONS = FORMAT_DESCRIPTIONS | {
-    name: f"the real {spec.description} ({spec.package}=={spec.version}); matrix suites only"
-    for name, spec in PROGRAMS.items()
-}
-
-
-def canonical(name: str) -> str:
-    """The harness's current name (an old format name maps to its new one)."""
-    return LEGACY_NAMES.get(name, name)
-
-
-def is_program(name: str) -> bool:
-    """Whether ``name`` is a real harness program rather than a prompt format."""
-    return name in PROGRAMS
-
-
-def harness_version(name: str) -> str:
-    """What the bundle records as the harness's version: the program's pin, else the format's."""
-    return PROGRAMS[name].version if name in PROGRAMS else HARNESS_VERSION
-
 
 _THINK_PROMPT = (
     "First think step by step inside <think> and </think>. After </think>, write only your answer."

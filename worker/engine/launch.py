@@ -4,7 +4,7 @@ The stack is named by what changes results (docs/upload-schema.md, bundle 1.1): 
 digest, context, KV-cache type, draft model and the launch settings. They come from the user
 (``--launch-command``, ``--model-file``), from the server's answers, and, when the server
 listens on this machine, from its own process (command line, and Ollama's environment).
-The command kept in the bundle is redacted (worker.engine.redact); directories never are kept.
+The command kept in the bundle is redacted (worker.rules.redact); directories never are kept.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from ..contract import Launch, Weights
-from .redact import redact_command
+from ..rules.contract import Launch, Weights
+from ..rules.redact import redact_command
 from .weights import gguf_identity, ollama_identity
 
 # llama-server options that change what a run measures, by canonical name. Port, host, API keys,

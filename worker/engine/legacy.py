@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..rules.scoring import is_speed_only
+from ..rules.stats import summarize
 from . import __version__
-from .bundle import slug
 from .metrics import speed_samples
-from .scoring import is_speed_only
-from .stats import summarize
+from .paths import slug
 
 # A legacy file has none of the 1.1 blocks (comparability, contention): it reads as a 1.0 bundle.
 LEGACY_BUNDLE_VERSION = "1.0"

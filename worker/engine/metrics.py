@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..contract import SpeedMetrics, SpeedSummary
-from .providers.base import ChatResponse, ServerTimings, StreamTiming
+from ..rules.contract import SpeedMetrics, SpeedSummary
+from ..rules.stats import MIN_MEDIAN_N, median, percentile, summarize
+from ..rules.timings import prefill_window, ttft_split
+from ..rules.timings import rounded as _r
+from .providers.base import ChatResponse
 from .reasoning import reasoning_metrics
-from .stats import median_interval, percentile, summarize
-
-
-def _r(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None else round(value, digits)
 
 
 def request_metrics(response: ChatResponse) -> dict[str, Any]:
@@ -62,7 +60,7 @@ def request_metrics(response: ChatResponse) -> dict[str, Any]:
         "prefill_tps": _r(prefill),
         "itl_ms": {
             "n": len(gaps),
-            "median": _r(percentile(gaps, 0.5)) if gaps else None,
+            "median": median(gaps, digits=3),
             "p95": _r(percentile(gaps, 0.95)) if gaps else None,
             "p99": _r(percentile(gaps, 0.99)) if gaps else None,
             "max": _r(gaps[-1]) if gaps else None,
@@ -126,115 +124,6 @@ def evaluated_prompt_tokens(response: ChatResponse) -> tuple[int | None, str | N
     return None, None
 
 
-# The headers mark the start of prompt evaluation if they came well before the first output
-# (llama.cpp sends them when the slot starts on the prompt); a server that sends them together with
-# the first chunk leaves TTFT as the window.
-_HEADERS_SHARE_MAX = 0.5
-# Headers later than that still mark the slot's start when the rest of TTFT holds the server's own
-# prompt time: llama.cpp starts a queued request's slot only when one frees, so its headers come
-# after the wait. 0.9, not 1: the HTTP thread passes the headers on a moment after the slot began.
-# A server that sends headers with the first chunk leaves ~0 ms there, far below either.
-_SLOT_START_PROMPT_SHARE = 0.9
-
-
-def prefill_window(
-    timing: StreamTiming, server: ServerTimings | None = None
-) -> tuple[float | None, str | None]:
-    """The time the prompt took, from the client's clock: response headers → first output.
-
-    llama.cpp answers a streamed request's headers once a slot starts on its prompt, after the
-    HTTP parsing, templating and tokenising that scale with the prompt, and after any wait for a
-    free slot; from then until the first output chunk it evaluates the prompt. Headers in the
-    second half of TTFT count only when the server's prompt_ms fits after them (a queued
-    request). Without such headers the window is all of TTFT.
-    """
-    ttft, headers = timing.first_token_ms, timing.headers_ms
-    if ttft is None or ttft <= 0:
-        return None, None
-    if headers is None or not 0 <= headers <= ttft:
-        return ttft, "sent"
-    if headers <= ttft * _HEADERS_SHARE_MAX or _slot_started_at_headers(ttft - headers, server):
-        return ttft - headers, "headers"
-    return ttft, "sent"
-
-
-def _slot_started_at_headers(after_headers: float, server: ServerTimings | None) -> bool:
-    """The server's own prompt time fits between the headers and the first output."""
-    if server is None or not server.prompt_ms:
-        return False
-    return after_headers >= _SLOT_START_PROMPT_SHARE * server.prompt_ms
-
-
-def _whole_prompt_ms(server: ServerTimings) -> float:
-    """The server's time for the whole prompt, its cached tokens too, at its measured rate.
-
-    Setup (parsing, template, tokenising) takes far less than evaluating the same prompt, so a
-    span before the slot's start longer than this was a wait for the slot. The cached tokens
-    count: a long cached context is tokenised again on every request but not evaluated.
-    """
-    prompt = server.prompt_ms or 0.0
-    if not server.prompt_n:
-        return prompt
-    return prompt * (server.prompt_n + (server.cache_n or 0)) / server.prompt_n
-
-
-def ttft_split(timing: StreamTiming, server: ServerTimings | None) -> dict[str, Any]:
-    """TTFT as the wait for a slot, the server's share and the client's; they add up to TTFT.
-
-    Queue = request written → response headers when the headers came in the second half of TTFT,
-    a slot start there is what the server's prompt time says (`prefill_window`) and the span
-    outlasts the whole prompt's evaluation (`_whole_prompt_ms`): the request waited for a slot.
-    That span also holds the setup, which neither clock separates from the wait, so setup is
-    null then. Otherwise queue is 0 and setup = written → headers (parsing, template,
-    tokenising, slot launch). Server = setup + prompt evaluation (the server's own prompt_ms,
-    plus Ollama's load time when it loaded the model for this request). Client = TTFT − queue −
-    server: connecting and writing the request, the first chunk's trip and our SSE parsing. All
-    null without the server's prompt time; queue and setup null when no headers mark the slot's
-    start.
-    """
-    out: dict[str, Any] = {
-        "ttft_queue_ms": None,
-        "ttft_server_setup_ms": None,
-        "ttft_server_prompt_ms": None,
-        "ttft_server_ms": None,
-        "ttft_client_ms": None,
-        "ttft_split_source": None,
-    }
-    ttft = timing.first_token_ms
-    if ttft is None or server is None or server.prompt_ms is None:
-        return out
-    prompt = server.prompt_ms + (server.load_ms or 0.0)
-    setup = queue = None
-    label = f"{server.source} timings"
-    _, source = prefill_window(timing, server)
-    if source == "headers" and timing.headers_ms is not None:
-        written = timing.written_ms or 0.0
-        before = max(timing.headers_ms - written, 0.0)
-        label += " + response headers"
-        # Headers read after the prompt began (this thread waited for a CPU, or the server's
-        # HTTP thread did) would count that overlap twice; the server's share then ends at
-        # the write, and the client's is the write alone (a lower bound).
-        room = max(ttft - written - prompt, 0.0)
-        if before > room:
-            before = room
-            label += " (headers after the prompt began)"
-        if timing.headers_ms > ttft * _HEADERS_SHARE_MAX and before > _whole_prompt_ms(server):
-            queue = before
-            label += " (queued for a slot)"
-        else:
-            setup, queue = before, 0.0
-    server_ms = prompt + (setup or 0.0)
-    out.update(
-        ttft_queue_ms=_r(queue),
-        ttft_server_setup_ms=_r(setup),
-        ttft_server_prompt_ms=_r(prompt),
-        ttft_server_ms=_r(server_ms),
-        ttft_client_ms=_r(ttft - (queue or 0.0) - server_ms),
-        ttft_split_source=label,
-    )
-    return out
-
-
 def _server_dict(response: ChatResponse) -> dict[str, Any] | None:
     server = response.server
     if server is None:
@@ -286,11 +175,6 @@ def measured_trials(
     return out
 
 
-def _median_of(values: list[float | None]) -> float | None:
-    """The median of three or more values, else None (two values have no median to report)."""
-    return _r(median_interval(values)["median"], 4)
-
-
 def speed_summary(tasks: Sequence[Mapping[str, Any]]) -> SpeedSummary:
     """Run-level distributions: the decode figures over the trials of the tasks that measure
     decode, the prefill and TTFT figures over those that measure prefill (every task of a
@@ -305,11 +189,19 @@ def speed_summary(tasks: Sequence[Mapping[str, Any]]) -> SpeedSummary:
         server_decode_tps=summarize(t.get("server_decode_tps") for t in dec),
         server_prefill_tps=summarize(t.get("server_prefill_tps") for t in pre),
         itl_median_ms=summarize(itl, higher_is_better=False),
-        decode_ratio_vs_server=_median_of([t.get("decode_ratio_vs_server") for t in dec]),
-        prefill_ratio_vs_server=_median_of([t.get("prefill_ratio_vs_server") for t in pre]),
-        ttft_minus_server_prompt_ms=_median_of([t.get("ttft_minus_server_prompt_ms") for t in pre]),
-        ttft_client_ms=_median_of([t.get("ttft_client_ms") for t in pre]),
-        ttft_server_setup_ms=_median_of([t.get("ttft_server_setup_ms") for t in pre]),
+        decode_ratio_vs_server=median(
+            [t.get("decode_ratio_vs_server") for t in dec], min_n=MIN_MEDIAN_N, digits=4
+        ),
+        prefill_ratio_vs_server=median(
+            [t.get("prefill_ratio_vs_server") for t in pre], min_n=MIN_MEDIAN_N, digits=4
+        ),
+        ttft_minus_server_prompt_ms=median(
+            [t.get("ttft_minus_server_prompt_ms") for t in pre], min_n=MIN_MEDIAN_N, digits=4
+        ),
+        ttft_client_ms=median([t.get("ttft_client_ms") for t in pre], min_n=MIN_MEDIAN_N, digits=4),
+        ttft_server_setup_ms=median(
+            [t.get("ttft_server_setup_ms") for t in pre], min_n=MIN_MEDIAN_N, digits=4
+        ),
     )
 
 

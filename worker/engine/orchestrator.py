@@ -1,6 +1,6 @@
 """Run orchestration: preflight, warm-up, suites, checkpoints, final bundle, progress events.
 
-Events (dicts with a ``type``, typed in worker.contract) follow the names of the earlier
+Events (dicts with a ``type``, typed in worker.rules.contract) follow the names of the earlier
 product: ``run_started``, ``suite_started``, ``task_completed``, ``suite_completed``,
 ``run_completed``, ``run_failed``; plus ``task_started``, ``task_progress`` and
 ``trial_completed`` for live displays.
@@ -12,12 +12,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from ..contract import (
+from ..rules.contract import (
     Bundle,
     BundleError,
     Cancelled,
@@ -33,28 +32,26 @@ from ..contract import (
     TaskCompleted,
     TaskRecord,
 )
+from ..rules.scoring import SPEED_SUITES
+from ..rules.stats import percentile
 from .adaptive import speed_rule
 from .bundle import write_bundle
-from .contention import INTERVAL_S, ContentionMonitor
-from .detect import EndpointInfo
+from .contention import ContentionMonitor
 from .errors import BundleWriteError, EngineError
 from .harnesses import HarnessProvider, with_harness
-from .launch import StackInfo
-from .locality import Locality, classify
-from .parallel import Parallelism, run_tasks, workers_for
+from .locality import classify
 from .parallel import check as check_parallel
 from .parallel import choose as choose_parallel
+from .parallel import run_tasks, workers_for
 from .paths import benchloop_home
+from .plan import PreparedRun, RunConfig
 from .power import PowerMonitor
 from .preflight import DEFAULT_TRIALS, after_warmup, output_limits, probe, retask, select
 from .providers import ChatRequest, ChatResponse, Provider, make_provider
-from .reasoning import OutputLimits
 from .resources import cold_start_block, ollama_model_loaded, resources_block, start_power
-from .scoring import SPEED_SUITES
 from .skeleton import refresh_limits
 from .skeleton import refresh_scores as _refresh_scores
 from .skeleton import skeleton as _skeleton
-from .stats import percentile
 from .suites import RunCancelled, RunContext, Suite
 from .sweeps import SWEEP_SUITE, depth_provider, server_facts
 from .transport import Transport
@@ -65,90 +62,6 @@ log = logging.getLogger(__name__)
 EventCallback = RunCallback
 Emit = Callable[[RunEvent], None]
 OLLAMA_SPEED_NUM_CTX = 4096
-
-
-@dataclass
-class RunConfig:
-    """Everything a run needs; mirrors the `benchloop run` flags."""
-
-    url: str
-    model: str | None = None
-    provider: str = "auto"
-    suites: list[str] | None = None
-    profile: str | None = None
-    tasks: list[str] | None = None
-    # None: the profile's ``speed_trials``; where it names none, the speed suite's trials are
-    # adaptive (worker.engine.adaptive) and the sweeps run DEFAULT_TRIALS.
-    trials: int | None = None
-    harness: str = "raw"
-    # A program harness's variant (Aider's edit format); part of the stack's settings.
-    harness_variant: str = ""
-    scoring: str | None = None
-    hardware_label: str | None = None
-    gpu: str | None = None
-    gpu_memory_gb: float | None = None
-    api_key: str | None = None
-    timeout: float = 300.0
-    # Each quality task's answer cap, raised or lowered (worker.engine.reasoning.OutputLimits).
-    max_tokens: int | None = None
-    # Tokens added to each quality task's limit for thinking; None: automatic (the default
-    # budget for a model whose warm-up answer reasoned, else 0).
-    thinking_budget: int | None = None
-    home: Path | None = None
-    # The weights file when the server cannot say where it is (hashed, only its name recorded).
-    model_file: str | None = None
-    # How the server was started, when it runs elsewhere or its process is not visible here.
-    launch_command: str | None = None
-    hash_weights: bool = True
-    contention_interval: float = INTERVAL_S
-    # Seconds from launching the server to its health check passing, when whoever launched it
-    # for this run measured it (a lab job's managed server): the cold start's load time.
-    server_load_s: float | None = None
-    # The sweeps' cells and request sizes when not the profile's (--depths, --concurrency,
-    # --sweep-prompt-tokens, --sweep-output-tokens); any of them makes the run not comparable.
-    sweep_depths: list[int] | None = None
-    sweep_concurrency: list[int] | None = None
-    sweep_prompt_tokens: int | None = None
-    sweep_output_tokens: int | None = None
-    # Quality tasks at once (--parallel); None: the server's slot count, capped
-    # (worker.engine.parallel). Speed and the sweeps always run alone.
-    parallel: int | None = None
-
-    def sweep_options(self) -> dict[str, Any]:
-        """The sweep settings given for this run, by the names the sweep suite reads."""
-        given = {
-            "depths": self.sweep_depths,
-            "concurrency": self.sweep_concurrency,
-            "prompt_tokens": self.sweep_prompt_tokens,
-            "output_tokens": self.sweep_output_tokens,
-        }
-        return {key: value for key, value in given.items() if value is not None}
-
-
-@dataclass
-class PreparedRun:
-    """A run that passed preflight: endpoint known, model served, suites resolved."""
-
-    config: RunConfig
-    transport: Transport
-    info: EndpointInfo
-    model: str
-    provider: Provider
-    locality: Locality
-    profile_name: str
-    profile: dict[str, Any]
-    benchmark_profile: str
-    suites: list[Suite]
-    tasks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # Every task id of the requested profile, unfiltered: what comparability is measured against.
-    expected: dict[str, list[str]] = field(default_factory=dict)
-    stack: StackInfo = field(default_factory=StackInfo)
-    limits: OutputLimits = field(default_factory=OutputLimits)
-    # "option", "detected" or "none" (preflight.output_limits); whether the warm-up reasoned
-    # (None until it ran).
-    thinking_budget_source: str = "none"
-    reasoning_detected: bool | None = None
-    parallel: Parallelism = field(default_factory=Parallelism)
 
 
 @dataclass

@@ -19,9 +19,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..contract import RunEvent, TaskRecord, TaskStarted
+from ..rules.contract import RunEvent, TaskRecord, TaskStarted
+from ..rules.scoring import SPEED_SUITES
 from .errors import EngineError, UsageError
-from .scoring import SPEED_SUITES
 from .suites import RunCancelled, RunContext, Suite
 from .suites.base import task_record
 

@@ -1,8 +1,10 @@
-"""Where BenchLoop keeps its files: ``$BENCHLOOP_HOME`` or ``~/.bench-loop``."""
+"""Where BenchLoop keeps its files: ``$BENCHLOOP_HOME`` or ``~/.bench-loop``, and the folder-safe
+names of what it keeps there."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -17,3 +19,9 @@ def runs_dir() -> Path:
 
 def credentials_path() -> Path:
     return benchloop_home() / "credentials.json"
+
+
+def slug(text: str) -> str:
+    """Folder-safe form of a model id (path-like ids keep only their file name)."""
+    base = os.path.basename(text.rstrip("/\\")) if re.search(r"[/\\]", text) else text
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-") or "model"

@@ -311,17 +311,18 @@ def _rounded(value: float | None) -> float | None:
 
 def energy_summary(trials: Sequence[dict]) -> dict:
     """The run's energy figures: medians over the speed trials that measured each window."""
-    from .stats import percentile
+    from ..rules.stats import median
 
-    def median(key: str) -> float | None:
-        values = sorted(v for t in trials if (v := (t.get("energy") or {}).get(key)) is not None)
-        return _rounded(percentile(values, 0.5)) if values else None
-
+    energy = [t.get("energy") or {} for t in trials]
     measured = [t for t in trials if (t.get("energy") or {}).get("joules_per_output_token")]
     notes = [t["energy"]["note"] for t in trials if (t.get("energy") or {}).get("note")]
     return {
-        "joules_per_output_token": median("joules_per_output_token"),
-        "joules_per_prompt_token": median("joules_per_prompt_token"),
+        "joules_per_output_token": median(
+            (e.get("joules_per_output_token") for e in energy), digits=6
+        ),
+        "joules_per_prompt_token": median(
+            (e.get("joules_per_prompt_token") for e in energy), digits=6
+        ),
         "trials": len(trials),
         "trials_measured": len(measured),
         # Why a trial measured nothing: the first such reason (they are usually all the same).

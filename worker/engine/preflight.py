@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..contract import HashingWeights, RunCallback
+from ..rules.contract import HashingWeights, RunCallback
+from ..rules.harnesses import HARNESSES, is_program
+from ..rules.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING, OutputLimits
 from .detect import EndpointInfo, detect_endpoint, resolve_model
 from .errors import UsageError
-from .harnesses import HARNESSES, is_program
 from .launch import StackInfo, identify
 from .locality import Locality
 from .matrix.adapters import adapter
@@ -20,12 +21,12 @@ from .matrix.install import require
 from .matrix.programs import PROGRAMS
 from .matrix.suite import MatrixSuite
 from .paths import benchloop_home
-from .reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING, OutputLimits, reasons
+from .reasoning import reasons
 from .suites import Suite, available_suites, load_profiles
 from .transport import Transport
 
 if TYPE_CHECKING:
-    from .orchestrator import PreparedRun, RunConfig
+    from .plan import PreparedRun, RunConfig
     from .providers import ChatResponse
 
 # The sweeps' trials where the run names none; the speed suite's are then adaptive

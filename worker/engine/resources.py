@@ -17,8 +17,8 @@ from .metrics import measured_trials
 from .power import INTERVAL_S, PowerMonitor, energy_summary, unmeasured_block
 
 if TYPE_CHECKING:
-    from ..contract import Bundle, ColdStart, Resources
-    from .orchestrator import PreparedRun
+    from ..rules.contract import Bundle, ColdStart, Resources
+    from .plan import PreparedRun
     from .providers import ChatResponse
 
 REMOTE = "the server runs on another machine"

@@ -11,7 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from ..contract import (
+from ..rules.comparability import IN_PROGRESS, assess, coverage_of
+from ..rules.contract import (
     Bundle,
     BundleError,
     Comparability,
@@ -21,19 +22,9 @@ from ..contract import (
     Machine,
     SuiteRecord,
 )
-from . import ENGINE_NAME, __version__
-from .adaptive import speed_rule
-from .bundle import BUNDLE_SCHEMA_VERSION, new_run_id
-from .comparability import IN_PROGRESS, assess, coverage_of
-from .contention import unmeasured
-from .detect import describe_model
-from .hardware import detect_hardware, gpu_summary, machine_id
-from .harnesses import harness_version
-from .metrics import speed_metrics_v3, speed_summary
-from .paths import benchloop_home
-from .preflight import DEFAULT_TRIALS
-from .reasoning import chosen_budget
-from .scoring import (
+from ..rules.hardware import gpu_summary
+from ..rules.reasoning import chosen_budget
+from ..rules.scoring import (
     BENCHMARK_ID,
     BENCHMARK_VERSION,
     SCORE_SCHEMA_VERSION,
@@ -42,10 +33,20 @@ from .scoring import (
     manifest_hash,
     value_score,
 )
+from . import ENGINE_NAME, __version__
+from .adaptive import speed_rule
+from .bundle import BUNDLE_SCHEMA_VERSION, new_run_id
+from .contention import unmeasured
+from .detect import describe_model
+from .hardware import detect_hardware, machine_id
+from .matrix.programs import harness_version
+from .metrics import speed_metrics_v3, speed_summary
+from .paths import benchloop_home
+from .preflight import DEFAULT_TRIALS
 from .sweeps import sweeps_block
 
 if TYPE_CHECKING:
-    from .orchestrator import PreparedRun
+    from .plan import PreparedRun
 
 
 def _machine_block(prep: PreparedRun, hw: Hardware, home: Path) -> Machine:

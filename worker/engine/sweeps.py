@@ -7,13 +7,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ..contract import ConcurrencyCell, ConcurrencySweep, DepthCell, DepthSweep, Sweeps
+from ..rules.contract import ConcurrencyCell, ConcurrencySweep, DepthCell, DepthSweep, Sweeps
 from .errors import EngineError
 from .providers.base import Provider
 from .providers.ollama import OllamaProvider
 
 if TYPE_CHECKING:
-    from .orchestrator import PreparedRun
+    from .plan import PreparedRun
 
 SWEEP_SUITE = "speed_sweep"
 DEPTH_METHOD = (
@@ -97,16 +97,6 @@ def depth_provider(prep: PreparedRun, facts: Mapping[str, Any]) -> Provider | No
     if not isinstance(provider, OllamaProvider) or context in (None, provider.num_ctx):
         return None
     return OllamaProvider(provider.transport, provider.model, num_ctx=context)
-
-
-_CELL_STATUSES = ("measured", "skipped", "failed")
-
-
-def cell_status(metadata: object) -> str | None:
-    """A sweep cell's status (measured, skipped or failed) from its task's metadata, or None."""
-    cell = metadata.get("cell") if isinstance(metadata, dict) else None
-    status = cell.get("status") if isinstance(cell, dict) else None
-    return status if status in _CELL_STATUSES else None
 
 
 def sweeps_block(suites: Mapping[str, Any], trials: int | None) -> Sweeps | None:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ..contract import Weights
+from ..rules.contract import Weights
 from .paths import benchloop_home
 
 CACHE_FILE = "weights-sha256.json"

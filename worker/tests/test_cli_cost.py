@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from worker.engine.cost import budget
-from worker.engine.orchestrator import RunConfig, prepare_run
+from worker.engine.orchestrator import prepare_run
+from worker.engine.plan import RunConfig
 from worker.tests.cli_kit import REPO
 
 # A profile that is long on any machine this runs on: `full`, hours of tokens.

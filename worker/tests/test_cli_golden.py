@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from worker.cli import main
-from worker.cli_run import render_run
+from worker.cli.run import render_run
 from worker.engine.bundle import find_run
 from worker.tests.cli_kit import console, fits, text_of
 

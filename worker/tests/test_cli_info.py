@@ -72,7 +72,7 @@ def test_info_json_lists_suites_profiles_and_harnesses(bench_home, capsys):
 
 def test_info_table_shows_the_same(bench_home, capsys, monkeypatch):
     # Wide enough that no table cell wraps (capture is not a terminal, so Rich assumes 80).
-    monkeypatch.setattr("worker.cli_info.out", Console(width=220, highlight=False))
+    monkeypatch.setattr("worker.cli.info.out", Console(width=220, highlight=False))
     assert main(["info", "--all"]) == 0
     text = capsys.readouterr().out
     for name, count in SUITE_COUNTS.items():
@@ -92,7 +92,7 @@ def test_info_reports_the_code_sandbox(bench_home, capsys, monkeypatch):
     assert main(["info", "--json"]) == 0
     sandbox = json.loads(capsys.readouterr().out)["sandbox"]
     assert sandbox["level"] == "os" and "seccomp" in sandbox["detail"]
-    monkeypatch.setattr("worker.cli_info.out", Console(width=400, highlight=False))
+    monkeypatch.setattr("worker.cli.info.out", Console(width=400, highlight=False))
     assert main(["info"]) == 0
     assert f"Code sandbox: os · {sandbox['detail']}" in capsys.readouterr().out
 
@@ -103,7 +103,7 @@ def test_info_describes_the_thinking_budget_the_token_split_and_the_first_answer
     assert main(["info", "--json"]) == 0
     reasoning = json.loads(capsys.readouterr().out)["reasoning"]
     assert (reasoning["default_thinking_budget"], reasoning["max_tokens_ceiling"]) == (2048, 32768)
-    monkeypatch.setattr("worker.cli_info.out", Console(width=220, highlight=False))
+    monkeypatch.setattr("worker.cli.info.out", Console(width=220, highlight=False))
     assert main(["info", "--all"]) == 0
     text = capsys.readouterr().out
     assert "Reasoning models" in text
@@ -119,6 +119,6 @@ def test_info_all_says_which_mechanism_bounds_the_harness_cage(bench_home, capsy
     assert said.startswith(expected), said
     assert "rlimits per process: address space 4096 MiB" in said
     assert "private /tmp 256 MiB and /dev/shm 64 MiB" in said
-    monkeypatch.setattr("worker.cli_info.out", Console(width=400, highlight=False))
+    monkeypatch.setattr("worker.cli.info.out", Console(width=400, highlight=False))
     assert main(["info", "--all"]) == 0
     assert f"Harness cage bounds: {said}" in capsys.readouterr().out

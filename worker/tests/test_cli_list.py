@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from worker.cli import main
-from worker.cli_list import short_refs
+from worker.cli.listing import short_refs
 from worker.tests.cli_kit import console, text_of
 from worker.tests.test_cli_golden import install, submitted
 

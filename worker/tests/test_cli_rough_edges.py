@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from worker.cli import main
-from worker.cli_list import RUNNING_FILE, list_rows
+from worker.cli.listing import RUNNING_FILE, list_rows
 from worker.tests.cli_kit import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def test_info_is_short_unless_asked_for_all(bench_home, capsys):
 
 def test_a_long_bundle_path_is_never_wider_than_the_terminal(monkeypatch, tmp_path):
     """A path the terminal would wrap is shown as ~/…, else as its folder: whole on its line."""
-    from worker.cli_format import whole_path
+    from worker.cli.formatting import whole_path
 
     monkeypatch.setenv("HOME", str(tmp_path))
     run_id = "20261204-222731-smollm2-135m-local-openai_compat-c21325"

@@ -19,8 +19,8 @@ import pytest
 from worker.cli import main
 from worker.engine.bundle import validation_errors
 from worker.engine.metrics import speed_samples, speed_summary
-from worker.engine.stats import summarize
 from worker.engine.testing.xllama_launcher import model_path
+from worker.rules.stats import summarize
 from worker.tests.cli_kit import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

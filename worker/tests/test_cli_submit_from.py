@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from worker.cli import main
-from worker.cli_from import hardware_note, this_machine
+from worker.cli.submit_from import hardware_note, this_machine
 from worker.engine.hardware import detect_hardware
 from worker.engine.testing.xllama_launcher import free_port
 

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from worker.cli import main
-from worker.cli_display import RunDisplay
-from worker.cli_run import render_run
+from worker.cli.display import RunDisplay
+from worker.cli.run import render_run
 from worker.engine.adaptive import adaptive_rule
 from worker.engine.suites import available_suites
 from worker.tests.cli_kit import WIDTH, console, fits, run_cli, text_of

@@ -1,4 +1,4 @@
-"""The typed bundle (worker/contract.py) and the JSON schemas agree, field by field.
+"""The typed bundle (worker/rules/contract.py) and the JSON schemas agree, field by field.
 
 The engine's schema (bundle-1) and the TypedDicts describe the same document: every field of
 one is in the other with a compatible type, and what the schema requires the type requires. The
@@ -27,8 +27,8 @@ from typing import (
 
 import pytest
 
-from worker import contract
-from worker.contract import Bundle
+from worker.rules import contract
+from worker.rules.contract import Bundle
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE_SCHEMA = REPO / "worker/engine/schemas/bundle-1.schema.json"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine import scoring
 from worker.engine.bundle import (
     find_run,
     load_bundle,
@@ -20,6 +19,7 @@ from worker.engine.bundle import (
 )
 from worker.engine.errors import UsageError
 from worker.engine.suites import SuiteDataError, load_profiles, load_suite_file
+from worker.rules import scoring
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(os.environ.get("BENCHLOOP_FIXTURES_DIR", REPO.parent / "shared/fixtures/benchloop"))

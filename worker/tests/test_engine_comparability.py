@@ -6,7 +6,7 @@ task, a missing code sandbox, Ctrl-C) are in test_cli_run.py and test_engine_orc
 
 from __future__ import annotations
 
-from worker.engine.comparability import assess, coverage_of, reasons_for_bundle, task_state
+from worker.rules.comparability import assess, coverage_of, reasons_for_bundle, task_state
 
 PROFILE = {"speed": ["speed-p128-n256", "speed-p512-n16"], "longcontext": ["lc-2k", "lc-8k"]}
 

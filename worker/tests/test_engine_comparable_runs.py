@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from worker.engine.bundle import validation_errors
-from worker.engine.orchestrator import RunConfig, run_benchmark
+from worker.engine.orchestrator import run_benchmark
+from worker.engine.plan import RunConfig
 from worker.engine.sandbox import OPT_IN_ENV
 from worker.engine.suites import available_suites, load_profiles
 

@@ -11,7 +11,8 @@ import pytest
 from worker.engine.adaptive import ADAPTIVE_FLOOR
 from worker.engine.cost import Rates, budget, probe
 from worker.engine.metrics import request_metrics
-from worker.engine.orchestrator import RunConfig, prepare_run
+from worker.engine.orchestrator import prepare_run
+from worker.engine.plan import RunConfig
 from worker.engine.preflight import select
 from worker.engine.providers.base import ChatRequest
 from worker.engine.suites import DATA_DIR

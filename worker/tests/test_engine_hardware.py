@@ -11,9 +11,10 @@ import uuid
 import psutil
 import pytest
 
-from worker.engine.hardware import detect_hardware, gpu_summary, hardware_label, machine_id
+from worker.engine.hardware import detect_hardware, hardware_label, machine_id
 from worker.engine.locality import classify
 from worker.engine.testing.nvml_trace import nvml_present
+from worker.rules.hardware import gpu_summary
 
 _GIB = 1024**3
 

@@ -11,7 +11,8 @@ import pytest
 
 from worker.engine.bundle import load_bundle, upload_view, validation_errors
 from worker.engine.errors import UsageError
-from worker.engine.orchestrator import RunConfig, prepare_run, run_benchmark
+from worker.engine.orchestrator import prepare_run, run_benchmark
+from worker.engine.plan import RunConfig
 from worker.engine.testing.xllama_launcher import start_server
 
 SPEC_EVENTS = {"run_started", "suite_started", "task_completed", "suite_completed", "run_completed"}
@@ -130,7 +131,7 @@ def test_the_launcher_refuses_to_wait_forever_for_a_broken_server(tmp_path):
 
 @pytest.mark.llm
 def test_forcing_remote_scoring_uses_the_cloud_curve(llm_url, bench_home):
-    from worker.engine.scoring import cloud_speed_score
+    from worker.rules.scoring import cloud_speed_score
 
     outcome = run_benchmark(
         RunConfig(

@@ -11,8 +11,9 @@ import pytest
 
 from worker.engine.bundle import validation_errors
 from worker.engine.errors import UsageError
-from worker.engine.orchestrator import RunConfig, execute, prepare_run
+from worker.engine.orchestrator import execute, prepare_run
 from worker.engine.parallel import DEFAULT_CAP, MAX_PARALLEL, Parallelism, choose, workers_for
+from worker.engine.plan import RunConfig
 from worker.engine.suites import available_suites
 
 SLOTS = 4

@@ -257,8 +257,9 @@ def test_llama_cpp_speculation_counters_reach_the_trial_record():
     """llama-server's timings carry draft_n and draft_n_accepted when it speculates: the
     trial keeps them, so the site can bound the run by its own acceptance."""
     from worker.engine.metrics import request_metrics
-    from worker.engine.providers.base import ChatResponse, StreamTiming
+    from worker.engine.providers.base import ChatResponse
     from worker.engine.providers.openai_compat import _timings
+    from worker.rules.timings import StreamTiming
 
     def trial(timings: dict) -> dict:
         clock = StreamTiming(first_token_ms=50.0, first_content_ms=50.0, last_token_ms=450.0)

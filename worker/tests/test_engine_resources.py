@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from worker.engine.bundle import validation_errors
-from worker.engine.orchestrator import RunConfig, execute, prepare_run, run_benchmark
+from worker.engine.orchestrator import execute, prepare_run, run_benchmark
+from worker.engine.plan import RunConfig
 from worker.engine.power import METHOD
 from worker.engine.providers.base import ChatResponse
 from worker.engine.providers.ollama import _State

@@ -21,11 +21,11 @@ from worker.engine.adaptive import (
 )
 from worker.engine.metrics import request_metrics, speed_metrics_v3, speed_summary
 from worker.engine.providers import ChatRequest, OpenAIProvider
-from worker.engine.reasoning import OutputLimits
-from worker.engine.stats import percentile, summarize, t_cdf, t_ppf, welch_test
 from worker.engine.suites import RunContext, available_suites
 from worker.engine.suites.prompts import new_nonce, speed_messages
 from worker.engine.transport import Transport
+from worker.rules.reasoning import OutputLimits
+from worker.rules.stats import percentile, summarize, t_cdf, t_ppf, welch_test
 
 INSTRUCTION = "From the notes above, name one detail."
 

@@ -17,12 +17,13 @@ import psutil
 import pytest
 
 from worker.engine.bundle import validation_errors
-from worker.engine.detect import known_build
 from worker.engine.launch import ollama_model_context, parse_llama_args
-from worker.engine.orchestrator import RunConfig, execute, prepare_run
+from worker.engine.orchestrator import execute, prepare_run
+from worker.engine.plan import RunConfig
 from worker.engine.testing.xllama_launcher import NATIVE_SERVER_FLAGS, free_port, model_path
 from worker.engine.weights import file_sha256, gguf_identity
 from worker.managed import build_command, start_server
+from worker.rules.engines import known_build
 from worker.tests import ollama_replay
 
 REPO = Path(__file__).resolve().parents[2]

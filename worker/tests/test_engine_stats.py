@@ -1,4 +1,4 @@
-"""The median and its distribution-free interval (worker.engine.stats.median_interval)."""
+"""The median and its distribution-free interval (worker.rules.stats.median_interval)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,20 @@ import random
 
 import pytest
 
-from worker.engine.stats import MIN_MEDIAN_N, median_interval, ratio_test
+from worker.rules.stats import MIN_MEDIAN_N, median, median_interval, ratio_test
+
+
+def test_the_one_median_drops_what_is_not_a_number_and_splits_an_even_count() -> None:
+    """worker.rules.stats.median, the rule every median of the engine and the site follows."""
+    assert median([3.0, None, 1.0, float("nan"), 2.0, float("inf")]) == 2.0
+    assert median([4, 1, 3, 2]) == 2.5  # halfway between the two middle values
+    assert median([]) is None and median([None]) is None
+    assert median([5.0, 900.0]) == 452.5
+    assert median([5.0, 900.0], min_n=MIN_MEDIAN_N) is None  # a reported figure needs three
+    assert median([1.0, 2.0, 4.0], min_n=MIN_MEDIAN_N) == 2.0
+    assert median([1.0, 2.0], digits=0) == 2.0 and median([0.123456], digits=4) == 0.1235
+    values = [0.5, 0.6, 0.7, 40.0, 900.0, 0.55, 0.65]
+    assert median(values) == median_interval(values)["median"]
 
 
 def test_below_three_values_there_is_no_median() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from worker.engine.suites.sweep import FIRST_LEVEL, FIRST_PRIME, PRIME_EVERY_TRI
 from worker.engine.sweeps import recorded_sweep_tokens, sweep_token_budget
 from worker.engine.testing.xllama_launcher import MODEL_ALIAS, ServerHandle, start_server
 from worker.engine.transport import Transport
+from worker.rules.stats import median
 
 pytestmark = pytest.mark.llm
 
@@ -301,19 +301,21 @@ def test_priming_once_measures_what_priming_every_trial_measured(
     primes = {k: sum(1 for t in v if t["prime"]) for k, v in runs.items()}
     assert primes == {"once": 2, "every": 3}
 
-    def median(key: str, method: str) -> float:
-        return statistics.median(t[key] for t in runs[method])
+    def of(key: str, method: str) -> float:
+        found = median(t[key] for t in runs[method])
+        assert found is not None, (key, method)
+        return found
 
     # The same work: the cached context and the evaluated new tokens, to a token or two.
-    assert abs(median("depth_tokens", "once") - median("depth_tokens", "every")) <= 2
-    assert abs(median("prefill_tokens", "once") - median("prefill_tokens", "every")) <= 2
+    assert abs(of("depth_tokens", "once") - of("depth_tokens", "every")) <= 2
+    assert abs(of("prefill_tokens", "once") - of("prefill_tokens", "every")) <= 2
     for trial in runs["once"] + runs["every"]:
         assert trial["counted"] and trial["cache_held"]
     # Both methods' trials carry the server's own rates. Whether the rates agree is a figure
     # for a quiet machine, not for CI: on the 2-core CI box, shared with the other test worker's
     # servers, one cell's server prefill read 2.1x another's with the same work done.
     for key in ("server_prefill_tps", "server_decode_tps"):
-        assert median(key, "once") > 0 and median(key, "every") > 0, key
+        assert of(key, "once") > 0 and of(key, "every") > 0, key
 
 
 def test_a_lost_cache_is_primed_again(spawn_llm_server) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from worker.engine.metrics import evaluated_prompt_tokens, prefill_window, ttft_split
-from worker.engine.providers.base import ChatResponse, ServerTimings, StreamTiming
+from worker.engine.metrics import evaluated_prompt_tokens
+from worker.engine.providers.base import ChatResponse
+from worker.rules.timings import ServerTimings, StreamTiming, prefill_window, ttft_split
 
 
 def _timing(first: float, headers: float | None, written: float | None = 0.2) -> StreamTiming:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from worker.engine.harnesses import FORMATS, HARNESSES, parse, prepare
+from worker.engine.harnesses import parse, prepare
+from worker.engine.matrix.adapters import variants
+from worker.engine.matrix.programs import PROGRAMS
 from worker.engine.providers.base import ChatRequest, ChatResponse, ToolCall
+from worker.rules.harnesses import FORMATS, HARNESSES, PROGRAM_NAMES, program_variants
 
 TOOLS = [
     {
@@ -31,6 +34,14 @@ def test_four_harnesses():
     assert HARNESSES[:4] == ("raw", "xml-tool-call", "xml-function-call", "think-xml-tool-call")
     with pytest.raises(ValueError):
         prepare("aider", REQUEST)
+
+
+def test_the_rules_name_the_programs_and_variants_the_matrix_runs():
+    """The site knows the programs and their variants from worker.rules alone; the matrix's
+    pins and adapters are the same set."""
+    assert tuple(PROGRAMS) == PROGRAM_NAMES
+    for name in HARNESSES:
+        assert tuple(variants(name)) == program_variants(name)
 
 
 def test_raw_sends_native_tools_unchanged():
@@ -187,7 +198,8 @@ def test_a_native_tool_transcript_is_rewritten_in_the_harness_tags():
 
 def test_an_unknown_harness_is_a_usage_error_before_any_request():
     from worker.engine.errors import UsageError
-    from worker.engine.orchestrator import RunConfig, prepare_run
+    from worker.engine.orchestrator import prepare_run
+    from worker.engine.plan import RunConfig
 
     # Port 9 (discard) is never contacted: the harness is checked first.
     with pytest.raises(UsageError, match="unknown harness 'cursor'"):
@@ -210,7 +222,8 @@ def test_an_unknown_harness_is_a_usage_error_before_any_request():
 def test_a_run_with_a_harness_against_the_real_server(llm_url, bench_home):
     """The harness is chosen per run, reaches the bundle and leaves speed untouched."""
     from worker.engine.bundle import validation_errors
-    from worker.engine.orchestrator import RunConfig, run_benchmark
+    from worker.engine.orchestrator import run_benchmark
+    from worker.engine.plan import RunConfig
 
     config = RunConfig(
         url=llm_url,

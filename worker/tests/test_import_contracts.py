@@ -47,10 +47,10 @@ def _sneak(module: Path, statement: str) -> None:
 def test_an_engine_module_that_imports_the_site_breaks_them(tmp_path: Path) -> None:
     """A copy of the tree where the engine reaches into the site."""
     _copy_tree(tmp_path)
-    _sneak(tmp_path / "worker" / "engine" / "stats.py", "from runs.models import Run  # noqa")
+    _sneak(tmp_path / "worker" / "engine" / "metrics.py", "from runs.models import Run  # noqa")
     result = _lint(tmp_path)
     assert result.returncode == 1, result.stdout[-3000:]
-    assert "BROKEN" in result.stdout and "worker.engine.stats -> runs.models" in result.stdout
+    assert "BROKEN" in result.stdout and "worker.engine.metrics -> runs.models" in result.stdout
 
 
 def test_an_upward_import_between_the_apps_breaks_them(tmp_path: Path) -> None:
@@ -70,3 +70,66 @@ def test_the_lab_and_the_public_site_stay_independent(tmp_path: Path) -> None:
     result = _lint(tmp_path)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "leaderboard.exports -> lab.models" in result.stdout
+
+
+def test_a_site_module_that_imports_the_runner_breaks_them(tmp_path: Path) -> None:
+    """Of worker, the site may import worker.rules only: the engine, even inside a function
+    and even through another app, breaks the contract."""
+    _copy_tree(tmp_path)
+    _sneak(tmp_path / "runs" / "figures.py", "from worker.engine import metrics  # noqa")
+    result = _lint(tmp_path)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "runs.figures -> worker.engine.metrics" in result.stdout
+    # The public site reaches it through runs.figures: an indirect import counts too.
+    assert "leaderboard is not allowed to import worker" in result.stdout
+
+
+def test_the_rules_that_reach_the_engine_or_a_subprocess_break_them(tmp_path: Path) -> None:
+    _copy_tree(tmp_path)
+    _sneak(tmp_path / "worker" / "rules" / "stats.py", "from worker.engine import errors  # noqa")
+    _sneak(tmp_path / "worker" / "rules" / "redact.py", "import subprocess  # noqa")
+    result = _lint(tmp_path)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "worker.rules.stats -> worker.engine.errors" in result.stdout
+    assert "worker.rules.redact -> subprocess" in result.stdout
+
+
+def test_the_site_and_the_rules_import_as_the_contracts_say() -> None:
+    """The untouched tree keeps the two contracts of issue 33 (named, so that dropping one
+    from .importlinter fails here)."""
+    result = _lint(REPO)
+    for name in ("site's apps import worker.rules only", "worker.rules imports nothing else"):
+        assert name in result.stdout and result.returncode == 0, result.stdout[-3000:]
+
+
+def test_an_engine_helper_that_imports_the_orchestrator_back_breaks_them(tmp_path: Path) -> None:
+    """The orchestrator's helpers take the run's types from worker.engine.plan; reaching back
+    into the orchestrator (inside a function, even) makes a cycle."""
+    _copy_tree(tmp_path)
+    _sneak(
+        tmp_path / "worker" / "engine" / "preflight.py",
+        "from worker.engine.orchestrator import prepare_run  # noqa",
+    )
+    result = _lint(tmp_path)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "No cycles are allowed in worker.engine" in result.stdout
+    assert ".preflight -> .orchestrator" in result.stdout or (
+        ".orchestrator -> .preflight" in result.stdout
+    )
+
+
+def test_the_engine_that_reaches_a_front_end_breaks_the_worker_layers(tmp_path: Path) -> None:
+    _copy_tree(tmp_path)
+    _sneak(tmp_path / "worker" / "engine" / "metrics.py", "from worker.cli import run  # noqa")
+    _sneak(tmp_path / "worker" / "agent" / "jobs.py", "from worker.cli import listing  # noqa")
+    result = _lint(tmp_path)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "worker.engine.metrics -> worker.cli.run" in result.stdout
+    assert "worker.agent.jobs -> worker.cli.listing" in result.stdout
+
+
+def test_worker_keeps_its_layers_and_no_cycles() -> None:
+    """The untouched tree keeps worker's own two contracts (named, as above)."""
+    result = _lint(REPO)
+    for name in ("worker in layers", "No import cycles between the modules of one package of"):
+        assert name in result.stdout and result.returncode == 0, result.stdout[-3000:]

@@ -13,21 +13,21 @@ import json
 import pytest
 
 from worker.cli import main
-from worker.engine.comparability import reasons_for_bundle
-from worker.engine.orchestrator import RunConfig
+from worker.engine.plan import RunConfig
 from worker.engine.preflight import output_limits
-from worker.engine.providers.base import ChatResponse, OutputSplit, StreamTiming
+from worker.engine.providers.base import ChatResponse, OutputSplit
 from worker.engine.providers.openai_compat import _Stream
-from worker.engine.reasoning import (
+from worker.engine.reasoning import token_split, truncated_in_reasoning
+from worker.engine.suites import available_suites
+from worker.engine.suites.common import finish
+from worker.rules.comparability import reasons_for_bundle
+from worker.rules.reasoning import (
     DEFAULT_THINKING_BUDGET,
     MAX_TOKENS_CEILING,
     OutputLimits,
     chosen_budget,
-    token_split,
-    truncated_in_reasoning,
 )
-from worker.engine.suites import available_suites
-from worker.engine.suites.common import finish
+from worker.rules.timings import StreamTiming
 
 
 def _split(*pieces: str | tuple[str, str]) -> OutputSplit:

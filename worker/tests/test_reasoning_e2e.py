@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from worker.engine.bundle import validation_errors
-from worker.engine.reasoning import DEFAULT_THINKING_BUDGET
 from worker.engine.testing.xllama_launcher import start_server
+from worker.rules.reasoning import DEFAULT_THINKING_BUDGET
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data") / "reasoning"

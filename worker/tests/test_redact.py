@@ -1,4 +1,4 @@
-"""The one redaction every public surface and the CLI use (worker/engine/redact.py)."""
+"""The one redaction every public surface and the CLI use (worker/rules/redact.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from worker.engine.bundle import upload_view
-from worker.engine.redact import REDACTED, redact_command, redact_field, redact_text
+from worker.rules.redact import REDACTED, redact_command, redact_field, redact_text
 
 
 @pytest.mark.parametrize(

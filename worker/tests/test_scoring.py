@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.engine.scoring import (
+from worker.engine.suites import load_profiles
+from worker.rules.scoring import (
     SCORE_SCHEMA_VERSION,
     aggregate,
     cloud_decode_score,
@@ -19,7 +20,6 @@ from worker.engine.scoring import (
     quality_weights,
     value_score,
 )
-from worker.engine.suites import load_profiles
 
 PROFILES = load_profiles()["profiles"]
 

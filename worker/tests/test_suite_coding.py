@@ -8,7 +8,8 @@ import json
 import pytest
 
 from worker.engine.bundle import validation_errors
-from worker.engine.orchestrator import RunConfig, run_benchmark
+from worker.engine.orchestrator import run_benchmark
+from worker.engine.plan import RunConfig
 from worker.engine.providers.base import ChatResponse
 from worker.engine.suites import available_suites
 from worker.engine.suites.coding import extract_code, verify

@@ -7,7 +7,6 @@ import shutil
 
 import pytest
 
-from worker.engine.scoring import SPEED_SUITES, manifest_hash
 from worker.engine.suites import (
     DATA_DIR,
     SuiteDataError,
@@ -15,6 +14,7 @@ from worker.engine.suites import (
     load_profiles,
     load_suite_file,
 )
+from worker.rules.scoring import SPEED_SUITES, manifest_hash
 
 
 def _profile_total(name: str) -> int | None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from worker.cli import EXIT_USAGE, main
-from worker.engine.comparability import assess
-from worker.engine.reasoning import OutputLimits
-from worker.engine.scoring import aggregate, is_speed_only
 from worker.engine.suites import available_suites, load_profiles
 from worker.engine.suites.sweep import parse_levels
 from worker.engine.sweeps import ollama_depth_context, recorded_sweep_tokens, sweep_token_budget
+from worker.rules.comparability import assess
+from worker.rules.reasoning import OutputLimits
+from worker.rules.scoring import aggregate, is_speed_only
 
 SWEEP = available_suites()["speed_sweep"]
 

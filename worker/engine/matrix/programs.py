@@ -2,6 +2,8 @@
 
 Their versions are the CLI's extras' pins (``pyproject.toml``, ``harness-*``): read from the
 source tree's pyproject where there is one, else from the installed distribution's metadata.
+Every harness's description and recorded version (a prompt format's or a program's) are here, so
+that the formats (worker.engine.harnesses) need nothing of the matrix, which builds on them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import tomllib
 from functools import cache
 from pathlib import Path
 
+from ...rules.harnesses import FORMAT_DESCRIPTIONS
 from .spec import HarnessSpec
 
 _PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
@@ -58,3 +61,15 @@ PROGRAMS: dict[str, HarnessSpec] = {
         ),
     )
 }
+
+# The prompt formats' version (worker.engine.harnesses).
+HARNESS_VERSION = "v1"
+HARNESS_DESCRIPTIONS = FORMAT_DESCRIPTIONS | {
+    name: f"the real {spec.description} ({spec.package}=={spec.version}); matrix suites only"
+    for name, spec in PROGRAMS.items()
+}
+
+
+def harness_version(name: str) -> str:
+    """What the bundle records as the harness's version: the program's pin, else the format's."""
+    return PROGRAMS[name].version if name in PROGRAMS else HARNESS_VERSION

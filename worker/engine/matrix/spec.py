@@ -7,12 +7,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-# Why a harness task failed. "format": the harness could not read the model's edit or tool call;
-# "sandbox": the cage stopped something the run tried (network, a write outside the workspace);
-# "wrong": the harness ran and the hidden tests said no.
-FAILURES = ("format", "sandbox", "wrong", "timeout", "harness_error", "endpoint_error")
-
-
 # What every harness program gets in its environment: no colours, no pager, no terminal tricks
 # (nobody reads its output live), and litellm's bundled model-cost map instead of a fetch.
 PLAIN_TERMINAL = {"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat"}

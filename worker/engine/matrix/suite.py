@@ -17,10 +17,9 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any, TypedDict
 
-from ...contract import TaskRecord
-from ..harnesses import is_program
+from ...rules.contract import TaskRecord
+from ...rules.harnesses import is_program
 from ..sandbox import parse_checks, run_python
-from ..suites import load_profiles
 from ..suites.base import OUTPUT_LIMIT, RunContext, Suite, task_record
 from . import baseline, runner
 from .adapters import adapter
@@ -28,12 +27,6 @@ from .programs import PROGRAMS
 from .spec import HarnessTask, Overhead, ProgramResult, summarize
 
 JUDGE_LIMIT = 64_000
-MATRIX_PROFILE = "matrix"
-
-
-def matrix_suites() -> tuple[str, ...]:
-    """The matrix suites, in the matrix profile's order (the site's columns)."""
-    return tuple(load_profiles()["profiles"][MATRIX_PROFILE]["suites"])
 
 
 def named_files(task: dict) -> tuple[str, ...]:
@@ -124,7 +117,8 @@ def judge(validation: dict, workspace: Path) -> tuple[float, bool, dict]:
 def classify(
     result: ProgramResult, passed: bool, format_failures: list[str]
 ) -> tuple[str | None, str]:
-    """Why a task failed (spec.FAILURES), and the reason in words; (None, "") for a pass."""
+    """Why a task failed (one of worker.rules.harnesses.FAILURES), and the reason in words;
+    (None, "") for a pass."""
     if passed:
         return None, ""
     if result.timed_out:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..transport import Transport
-from .base import ChatRequest, ChatResponse, Provider, ServerTimings, StreamTiming, ToolCall
+from .base import ChatRequest, ChatResponse, Provider, ToolCall
 from .ollama import OllamaProvider
 from .openai_compat import OpenAIProvider
 
@@ -13,8 +13,6 @@ __all__ = [
     "OllamaProvider",
     "OpenAIProvider",
     "Provider",
-    "ServerTimings",
-    "StreamTiming",
     "ToolCall",
     "make_provider",
 ]

@@ -7,18 +7,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+from ...rules.timings import ServerTimings, StreamTiming
+
 # Called for every chunk that carried generated output: (token chunks so far, seconds since sent).
 ChunkCallback = Callable[[int, float], None]
-
-
-class SentLike(Protocol):
-    """The clock readings of a sent request (worker.engine.transport.Sent)."""
-
-    t_sent: float
-    t_written: float | None
-    t_headers: float | None
-    retried: bool
-    new_connection: bool
 
 
 @dataclass
@@ -44,75 +36,6 @@ class ToolCall:
     name: str
     arguments: dict | None
     raw_arguments: str
-
-
-@dataclass
-class ServerTimings:
-    """What the server itself reports about a request (llama.cpp ``timings``, Ollama counters)."""
-
-    source: str
-    prompt_n: int | None = None
-    prompt_ms: float | None = None
-    predicted_n: int | None = None
-    predicted_ms: float | None = None
-    cache_n: int | None = None
-    prompt_per_second: float | None = None
-    predicted_per_second: float | None = None
-    # Time the server spent loading the model for this request (Ollama's load_duration).
-    load_ms: float | None = None
-    # Speculative decoding, where llama.cpp ran it: tokens drafted and how many the model
-    # accepted (its timings' draft_n and draft_n_accepted; absent without speculation).
-    draft_n: int | None = None
-    draft_n_accepted: int | None = None
-
-
-@dataclass
-class StreamTiming:
-    """Client-side clock readings for one streamed request, in ms relative to ``t_sent``.
-
-    ``first_content_ms`` is the first answer token: the first event with answer text that is not
-    only whitespace, or a tool call (reasoning, inline ``<think>`` text included, is not answer).
-    """
-
-    first_token_ms: float | None = None
-    first_content_ms: float | None = None
-    last_token_ms: float | None = None
-    done_ms: float | None = None
-    token_chunk_ms: list[float] = field(default_factory=list)
-    event_count: int = 0
-    retried: bool = False
-    # When the request body was fully written and when the response headers arrived (ms after
-    # t_sent), and whether the request had to open a TCP connection: the parts of TTFT that
-    # are the client's and the server's before prompt evaluation (docs/metrics.md).
-    written_ms: float | None = None
-    headers_ms: float | None = None
-    new_connection: bool = False
-    # Output events that carried reasoning and answer (OutputSplit): about one token each on
-    # llama.cpp and Ollama, so the stream's own count of each where the server gives none.
-    reasoning_events: int = 0
-    answer_events: int = 0
-
-    def start(self, sent: SentLike) -> float:
-        """Take the transport's clock readings of the sent request; returns its t_sent."""
-        self.retried = sent.retried
-        self.new_connection = sent.new_connection
-        if sent.t_written is not None:
-            self.written_ms = round((sent.t_written - sent.t_sent) * 1000, 3)
-        if sent.t_headers is not None:
-            self.headers_ms = round((sent.t_headers - sent.t_sent) * 1000, 3)
-        return sent.t_sent
-
-    def mark_output(self, now: float, t_sent: float, *, content: bool) -> int:
-        """An output chunk arrived at `now` (perf_counter seconds): keep its offset and the
-        first-token and first-content marks; returns the number of output chunks so far."""
-        offset = round((now - t_sent) * 1000, 3)
-        self.token_chunk_ms.append(offset)
-        if self.first_token_ms is None:
-            self.first_token_ms = offset
-        if content and self.first_content_ms is None:
-            self.first_content_ms = offset
-        self.last_token_ms = offset
-        return len(self.token_chunk_ms)
 
 
 @dataclass

@@ -7,18 +7,10 @@ import time
 
 import httpx
 
+from ...rules.timings import ServerTimings, StreamTiming
 from ..errors import ProtocolError, RequestTimeout, StreamInterrupted
 from ..transport import Transport, map_transport_error, timed_lines
-from .base import (
-    ChatRequest,
-    ChatResponse,
-    ChunkCallback,
-    OutputSplit,
-    ServerTimings,
-    StreamTiming,
-    ToolCall,
-    parse_arguments,
-)
+from .base import ChatRequest, ChatResponse, ChunkCallback, OutputSplit, ToolCall, parse_arguments
 
 _NS_PER_MS = 1_000_000
 # A cheap request that leaves a kept-alive connection open before a timed stream.

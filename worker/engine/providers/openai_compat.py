@@ -8,20 +8,12 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from ...rules.timings import ServerTimings, StreamTiming
 from ..errors import ProtocolError, RequestTimeout, StreamInterrupted
 from ..loops import FINISH_REASON as LOOP_FINISH
 from ..loops import LoopWatch
 from ..transport import Transport, map_transport_error, raise_for_status, timed_lines
-from .base import (
-    ChatRequest,
-    ChatResponse,
-    ChunkCallback,
-    OutputSplit,
-    ServerTimings,
-    StreamTiming,
-    ToolCall,
-    parse_arguments,
-)
+from .base import ChatRequest, ChatResponse, ChunkCallback, OutputSplit, ToolCall, parse_arguments
 
 # Every OpenAI-compatible server answers this cheaply; it opens the connection a timed stream uses.
 WARM_PATH = "/v1/models"

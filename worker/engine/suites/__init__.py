@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 from referencing import Registry, Resource
 
+from ...rules.profiles import PROFILES_FILE
 from ..errors import EngineError
 from .base import RunCancelled, RunContext, Suite, Verdict, load_object
 
@@ -114,8 +115,9 @@ def available_suites() -> dict[str, Suite]:
 
 
 def load_profiles(path: Path | None = None) -> dict:
-    """The profiles data file: ``{"default": name, "profiles": {name: {...}}}``."""
-    path = path or DATA_DIR / "profiles.json"
+    """The profiles data file (the rules' own, worker.rules.profiles), validated:
+    ``{"default": name, "profiles": {name: {...}}}``."""
+    path = path or PROFILES_FILE
     try:
         document = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Callable
 
-from ...contract import TaskRecord
+from ...rules.contract import TaskRecord
 from ..errors import EngineError
 from ..providers.base import ChatRequest, ChatResponse, ToolCall
 from ..reasoning import TRUNCATED_IN_REASONING_HINT, truncated_in_reasoning

@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import RunEvent, TaskRecord, TrialRule
+from ...rules.contract import RunEvent, TaskRecord, TrialRule
+from ...rules.reasoning import OutputLimits
 from ..errors import EngineError
 from ..providers.base import ChatRequest, ChatResponse, Provider
-from ..reasoning import OutputLimits, reasoning_metrics
+from ..reasoning import reasoning_metrics
 
 OUTPUT_LIMIT = 500
 _VERIFYING = threading.Lock()

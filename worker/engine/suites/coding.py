@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ...contract import TaskRecord
+from ...rules.contract import TaskRecord
 from ..providers.base import ChatResponse
 from ..sandbox import (
     OPT_IN_ENV,

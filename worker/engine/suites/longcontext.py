@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...contract import TaskRecord
+from ...rules.contract import TaskRecord
+from ...rules.reasoning import OutputLimits
 from ..providers.base import ChatResponse
-from ..reasoning import OutputLimits
 from .base import RunContext, Suite, Verdict
 from .common import finish
 
@@ -105,7 +105,7 @@ class LongContextSuite(Suite):
 
     def run_task(self, task: dict, ctx: RunContext) -> TaskRecord:
         record = super().run_task(task, ctx)
-        # Kept so a prompt the server cut short shows (worker.engine.comparability.task_state).
+        # Kept so a prompt the server cut short shows (worker.rules.comparability.task_state).
         record["metadata"] = {
             **record["metadata"],
             "target_tokens": task["metadata"]["target_tokens"],

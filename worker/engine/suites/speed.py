@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ...contract import TaskProgress, TaskRecord, TrialCompleted, TrialRule
+from ...rules.contract import TaskProgress, TaskRecord, TrialCompleted, TrialRule
+from ...rules.scoring import cloud_speed_score, local_speed_score
+from ...rules.stats import median, summarize
 from ..adaptive import Decision, decide, describe, figure_kind, fixed_rule
 from ..errors import EngineError
 from ..metrics import request_metrics
 from ..power import trial_energy
 from ..providers.base import ChatRequest, ChatResponse
-from ..scoring import cloud_speed_score, local_speed_score
-from ..stats import percentile, summarize
 from .base import OUTPUT_LIMIT, RunContext, Suite, task_record
 from .prompts import new_nonce, speed_messages
 
@@ -30,11 +30,6 @@ def calibrate(base: int | None, full: int | None) -> tuple[bool, float, float]:
     if base is not None and full is not None and 0 < base < full:
         return True, base, round((full - base) / CALIBRATION_WORDS, 4)
     return False, FALLBACK_BASE_TOKENS, FALLBACK_TOKENS_PER_WORD
-
-
-def _median(values: list) -> float | None:
-    clean = sorted(v for v in values if v is not None)
-    return round(percentile(clean, 0.5), 4) if clean else None
 
 
 def cell_samples(measures: list[str], trials: list[dict]) -> dict[str, list]:
@@ -214,10 +209,10 @@ class SpeedSuite(Suite):
     ) -> TaskRecord:
         good = [t for t in trials if t["ok"]]
         failed = [t for t in trials if not t["ok"]]
-        decode = _median([t["decode_tps"] for t in good])
-        ttft = _median([t["ttft_ms"] for t in good])
-        prefill = _median([t["prefill_tps"] for t in good])
-        e2e = _median([t["e2e_ms"] for t in good])
+        decode = median([t["decode_tps"] for t in good], digits=4)
+        ttft = median([t["ttft_ms"] for t in good], digits=4)
+        prefill = median([t["prefill_tps"] for t in good], digits=4)
+        e2e = median([t["e2e_ms"] for t in good], digits=4)
         if decode:
             score = (
                 local_speed_score(decode) if ctx.scoring_local else cloud_speed_score(ttft, decode)
@@ -233,8 +228,8 @@ class SpeedSuite(Suite):
             passed=bool(decode),
             score=score,
             latency_ms=e2e or 0.0,
-            tokens_generated=int(_median([t["completion_tokens"] for t in good]) or 0),
-            tokens_prompt=int(_median([t["prompt_tokens"] for t in good]) or 0),
+            tokens_generated=int(median([t["completion_tokens"] for t in good], digits=4) or 0),
+            tokens_prompt=int(median([t["prompt_tokens"] for t in good], digits=4) or 0),
             error=error,
             output=output[:OUTPUT_LIMIT],
             execution_ok=bool(trials) and not failed,

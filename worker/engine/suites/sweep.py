@@ -6,7 +6,7 @@ each measured request keeps that context, adds p new prompt tokens (after a repl
 the trial's own nonce, so nothing of an earlier trial is reused) and decodes n. The context is
 primed again only when a request's cached-token count shows the server lost it. Concurrency: c
 streams at once, each on its own connection, a warm-up round first at the first level and after
-a reload. Cells are measured, never scored (worker.engine.scoring.MEASURED_ONLY); the bundle's
+a reload. Cells are measured, never scored (worker.rules.scoring.MEASURED_ONLY); the bundle's
 ``sweeps`` block is built from them (worker.engine.sweeps).
 """
 
@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...contract import TaskRecord, TrialCompleted
+from ...rules.contract import TaskRecord, TrialCompleted
+from ...rules.reasoning import OutputLimits
+from ...rules.stats import median, summarize
 from ..errors import EngineError
 from ..metrics import request_metrics
 from ..providers.base import ChatRequest, ChatResponse, Provider
-from ..reasoning import OutputLimits
-from ..stats import percentile, summarize
 from .base import RunContext, Suite, task_record
 from .prompts import filler, new_nonce, speed_messages
 from .speed import (
@@ -335,7 +335,7 @@ class SweepSuite(Suite):
                         {
                             "ok": bool(good),
                             "decode_tps": round_rates(good)["aggregate_decode_tps"],
-                            "ttft_ms": _median([r["ttft_ms"] for r in good]),
+                            "ttft_ms": median([r["ttft_ms"] for r in good], digits=4),
                             "prefill_tps": None,
                         },
                     )
@@ -375,9 +375,9 @@ class SweepSuite(Suite):
             # A cell the server's context cannot hold is capped by design, not a failure.
             passed=status != "failed",
             score=None,  # measured, never scored (scoring.MEASURED_ONLY)
-            latency_ms=_median([t.get("e2e_ms") for t in good]) or 0.0,
-            tokens_generated=int(_median([t.get("completion_tokens") for t in good]) or 0),
-            tokens_prompt=int(_median([t.get("prompt_tokens") for t in good]) or 0),
+            latency_ms=median([t.get("e2e_ms") for t in good], digits=4) or 0.0,
+            tokens_generated=int(median([t.get("completion_tokens") for t in good], digits=4) or 0),
+            tokens_prompt=int(median([t.get("prompt_tokens") for t in good], digits=4) or 0),
             error=error[:500],
             execution_ok=status != "failed",
             finish_reason=good[-1].get("finish_reason") if good else None,
@@ -465,11 +465,6 @@ def _skipped(key: str, level: int, reason: str) -> dict[str, Any]:
     return {key: level, "status": "skipped", "reason": reason}
 
 
-def _median(values: list) -> float | None:
-    clean = sorted(v for v in values if v is not None)
-    return round(percentile(clean, 0.5), 4) if clean else None
-
-
 def _depth_cell(depth: int, trials: list[dict]) -> dict[str, Any]:
     """The cell's figures over its counted trials (a trial that found the cache lost and was
     repeated is kept in the record, not in the figures)."""
@@ -478,15 +473,15 @@ def _depth_cell(depth: int, trials: list[dict]) -> dict[str, Any]:
         reason = next((t["error"] for t in trials if t.get("error")), "every trial failed")
         return {"depth": depth, "status": "failed", "reason": str(reason)[:300]}
     held = [t["cache_held"] for t in good if t["cache_held"] is not None]
-    depth_n = _median([t["depth_tokens"] for t in good])
+    depth_n = median([t["depth_tokens"] for t in good], digits=4)
     cell: dict[str, Any] = {
         "depth": depth,
         "status": "measured",
         "n": len(good),
         "depth_tokens": int(depth_n) if depth_n is not None else None,
-        "context_tokens": int(_median([t["context_tokens"] for t in good]) or 0),
+        "context_tokens": int(median([t["context_tokens"] for t in good], digits=4) or 0),
         "cache_held": all(held) if held else None,
-        "prompt_tokens": int(_median([t["prefill_tokens"] for t in good]) or 0),
+        "prompt_tokens": int(median([t["prefill_tokens"] for t in good], digits=4) or 0),
         "token_count_source": "server"
         if all(t["prefill_tokens_source"] == "server" for t in good)
         else "estimated",

@@ -8,10 +8,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ...rules.stats import percentile, summarize
 from ..errors import EngineError
 from ..metrics import request_metrics
 from ..providers.base import ChatRequest, Provider
-from ..stats import percentile, summarize
 from .prompts import new_nonce, speed_messages
 
 # A response whose server load time is at least this was a (re)load of the model, not Ollama's

@@ -28,10 +28,11 @@ from __future__ import annotations
 import json
 import re
 
+from ....rules.harnesses import PROGRAM_VARIANTS
 from ..programs import PROGRAMS
 from ..spec import LITELLM_OFFLINE, PLAIN_TERMINAL, Endpoint, HarnessTask, Invocation, ProgramResult
 
-EDIT_FORMATS = ("whole", "diff")
+EDIT_FORMATS = PROGRAM_VARIANTS["aider"]  # the rules name them for the site
 METADATA = ".aider.model.metadata.json"
 CHAT_HISTORY = ".aider.chat.history.md"
 INPUT_HISTORY = ".aider.input.history"

@@ -1,4 +1,4 @@
-"""Check a job event against the protocol's own types (worker.contract's progress events).
+"""Check a job event against the protocol's own types (worker.rules.contract's progress events).
 
 The site runs every event an agent posts through ``check_event`` before it stores a byte: a
 value of the wrong type, a number out of range or an event over the size cap is named by its
@@ -15,8 +15,8 @@ import types
 import typing
 from typing import Any, Literal, NotRequired, Required, get_args, get_origin, is_typeddict
 
-from worker import contract
-from worker.agent.protocol import MAX_EVENT_BYTES
+from . import contract
+from .protocol import MAX_EVENT_BYTES
 
 # A count (tasks, trials, chunks, passes) is at most this; byte sizes (a model pull's) at most
 # 2**53, the largest integer a JSON reader anywhere keeps exactly.

@@ -10,18 +10,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from worker.cli_format import fmt, print_json, say, versions
+from worker.cli.formatting import fmt, print_json, say, versions
 from worker.engine import __version__
 from worker.engine.adaptive import speed_rule
 from worker.engine.detect import scan_local
 from worker.engine.hardware import detect_hardware
-from worker.engine.harnesses import HARNESS_DESCRIPTIONS, HARNESSES
 from worker.engine.matrix.bounds import mechanism
-from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
+from worker.engine.matrix.programs import HARNESS_DESCRIPTIONS
 from worker.engine.sandbox import current_isolation
-from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 from worker.engine.suites import available_suites, load_profiles
 from worker.engine.sweeps import SWEEP_METRICS
+from worker.rules.harnesses import HARNESSES
+from worker.rules.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
+from worker.rules.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 
 EXIT_OK = 0
 out = Console(highlight=False)

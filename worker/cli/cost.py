@@ -15,7 +15,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.text import Text
 
-from worker.cli_format import say
+from worker.cli.formatting import say
 from worker.engine.adaptive import ADAPTIVE_CEILING, ADAPTIVE_FLOOR
 from worker.engine.cost import Budget, Rates, budget, minutes, probe
 from worker.engine.errors import EngineError

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from worker.engine import __version__
-from worker.engine.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
+from worker.rules.scoring import BENCHMARK_VERSION, SCORE_SCHEMA_VERSION
 
 # Decimals per unit, everywhere the CLI prints one: a figure never shows as 0 here and 0.00 there.
 DIGITS = {"tok/s": 1, "ms": 0, "tokens": 0, "n": 0, "score": 1, "ratio": 3, "GB": 1}

@@ -25,7 +25,7 @@ ContentionStatus = Literal["clear", "contended", "unknown"]
 
 
 class Summary(TypedDict):
-    """A sample's summary (worker.engine.stats.summarize): None where too few values."""
+    """A sample's summary (worker.rules.stats.summarize): None where too few values."""
 
     n: int
     median: float | None
@@ -317,7 +317,7 @@ class Bundle(TypedDict):
     version: str
     benchmark_id: str
     benchmark_version: str
-    # worker.engine.scoring.SPEED_METHOD_VERSION (bundles from before it was recorded lack it).
+    # worker.rules.scoring.SPEED_METHOD_VERSION (bundles from before it was recorded lack it).
     speed_method_version: NotRequired[str]
     benchmark_profile: str
     requested_profile: str

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console, JustifyMethod
 
-from worker.contract import RunEvent, RunStarted
+from worker.rules.contract import RunEvent, RunStarted
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -107,7 +107,8 @@ class RunDisplay:
             # A sweep cell beyond the server's context ends without trials: count them done.
             for _ in range(self._ceiling(event["suite"]) - self.seen.get(event["task_id"], 0)):
                 self._advance(self.bar, event["task_id"])
-        elif event["type"] in ("run_completed", "run_failed"):
+        elif event["type"] == "run_completed" or event["type"] == "run_failed":
+            # Two comparisons, not `in`: each narrows the event to its type, whose status is a str.
             self.progress.update(self.bar, description=event.get("status", "done"))
 
     def _start(self, event: RunStarted) -> None:

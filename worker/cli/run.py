@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from worker.cli_format import (
+from worker.cli.formatting import (
     SCORE_KEYS,
     SCORE_LABELS,
     bundle_versions,
@@ -20,11 +20,11 @@ from worker.cli_format import (
     whole_path,
 )
 from worker.engine.adaptive import speed_rule
-from worker.engine.comparability import task_state
 from worker.engine.parallel import workers_for
-from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
-from worker.engine.scoring import SPEED_SUITES
-from worker.engine.sweeps import cell_status
+from worker.rules.comparability import task_state
+from worker.rules.reasoning import BUDGET_SOURCES, reasoning_summary
+from worker.rules.scoring import SPEED_SUITES
+from worker.rules.sweeps import cell_status
 
 # The run summary's columns: (key in speed_summary, header, unit).
 _SUMMARY_COLUMNS = (

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
-from ..contract import Comparability
+from .contract import Comparability
 from .reasoning import chosen_budget
 from .redact import redact_text
 

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 from rich.console import Console
 from rich.text import Text
 
-from worker.cli_format import print_json, say
-from worker.cli_list import SUBMISSION_FILE
+from worker.cli.formatting import print_json, say
+from worker.cli.listing import SUBMISSION_FILE
 from worker.engine.bundle import find_run
 from worker.engine.errors import AuthError, EngineError, UsageError
 

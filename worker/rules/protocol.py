@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from worker.contract import ProgressEvent
+from .contract import ProgressEvent
 
 # The Celery task the site sends (by name) to a pool's queue with the job id as its argument.
 RUN_JOB_TASK = "worker.run_benchmark_job"
@@ -18,7 +18,7 @@ HOST_KEY_PREFIX = "blh_"
 MAX_EVENTS_PER_POST = 100
 # What the site keeps of one job's events, all attempts together (a full-profile run with
 # retries emits well under half of it), and the most one event may be, as UTF-8 JSON. The
-# site refuses what is past either (worker/agent/validate.py checks each event).
+# site refuses what is past either (worker/rules/validate.py checks each event).
 MAX_EVENTS_PER_JOB = 5000
 MAX_EVENT_BYTES = 8192
 # Several per second while a reply streams: they move the live numbers but are not kept.
@@ -74,7 +74,7 @@ class JobState(TypedDict):
 
 
 class SequencedEvent(TypedDict):
-    """One engine or host event (worker.contract) with its number in the attempt's stream."""
+    """One engine or host event (worker.rules.contract) with its number in the attempt's stream."""
 
     seq: int
     event: ProgressEvent

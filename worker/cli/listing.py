@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from worker.cli_format import fit, say
+from worker.cli.formatting import fit, say
 from worker.engine.bundle import RUN_FILE, list_runs, load_bundle
 from worker.engine.errors import EngineError, UsageError
 from worker.engine.paths import runs_dir

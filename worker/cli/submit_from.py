@@ -21,9 +21,10 @@ from rich.markup import escape
 from rich.padding import Padding
 
 from worker.engine.errors import AuthError, RequestRejected, ServerError, UsageError
-from worker.engine.hardware import detect_hardware, gpu_summary
+from worker.engine.hardware import detect_hardware
 from worker.engine.site import api_key_for, site_url
 from worker.engine.transport import USER_AGENT, error_message, map_transport_error
+from worker.rules.hardware import gpu_summary
 
 EXTERNAL_PATH = "/api/v1/runs/external"
 # Far above any real llama-bench or llama-benchy output; the site sets the real limit (413).

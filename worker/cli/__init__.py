@@ -25,24 +25,26 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from worker import cli_compat, cli_from, cli_matrix
-from worker.cli_cost import RunDeclined, confirm_cost
-from worker.cli_display import RunDisplay
-from worker.cli_format import print_json, say, versions
-from worker.cli_info import cmd_info
-from worker.cli_list import mark_running, next_unsent
-from worker.cli_run import print_header, render_run, run_summary
-from worker.contract import RunEvent
+from worker.cli import compat, matrix, submit_from
+from worker.cli.cost import RunDeclined, confirm_cost
+from worker.cli.display import RunDisplay
+from worker.cli.formatting import print_json, say, versions
+from worker.cli.info import cmd_info
+from worker.cli.listing import mark_running, next_unsent
+from worker.cli.run import print_header, render_run, run_summary
 from worker.engine.bundle import export_row, find_run, list_runs, load_bundle, upload_view
 from worker.engine.compare import compare_bundles
 from worker.engine.detect import COMMON_PORTS, scan_local
 from worker.engine.errors import BundleWriteError, EngineError, UsageError
-from worker.engine.harnesses import FORMATS, HARNESSES, PROGRAMS, canonical
-from worker.engine.orchestrator import RunConfig, RunOutcome, execute, prepare_run
+from worker.engine.matrix.programs import PROGRAMS
+from worker.engine.orchestrator import RunOutcome, execute, prepare_run
 from worker.engine.parallel import DEFAULT_CAP
 from worker.engine.paths import benchloop_home
-from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
+from worker.engine.plan import RunConfig
 from worker.engine.suites.sweep import parse_levels
+from worker.rules.contract import RunEvent
+from worker.rules.harnesses import FORMATS, HARNESSES, canonical
+from worker.rules.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 
 EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_SERVER = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130
@@ -171,7 +173,7 @@ def run_and_show(args: argparse.Namespace) -> tuple[int, RunOutcome]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from worker.cli_list import ask_site, list_rows, render_list
+    from worker.cli.listing import ask_site, list_rows, render_list
     from worker.engine.paths import runs_dir
 
     rows = list_rows()
@@ -184,10 +186,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from worker.cli_compare import render_compare
+    from worker.cli.compare import render_compare
 
     if args.run_b is None:
-        from worker.cli_standing import cmd_standing, is_run_address
+        from worker.cli.standing import cmd_standing, is_run_address
 
         if not args.site and not is_run_address(args.run_a):
             raise UsageError(
@@ -236,7 +238,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from worker.engine.site import api_key_for, site_url, submit
 
     if args.from_file or args.hardware:
-        return cli_from.submit_from(args, out, err)
+        return submit_from.submit_from(args, out, err)
     if args.run:
         path = find_run(args.run)
     else:
@@ -281,7 +283,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     # Kept beside run.json (which stays exactly as measured) so users can see what was sent.
     (path.parent / "submission.json").write_text(json.dumps(record, indent=1) + "\n")
     if args.json:
-        from worker.cli_standing import ask_quietly
+        from worker.cli.standing import ask_quietly
 
         print_json({**record, "standing": ask_quietly(site, key, result.body.get("id"))[0]})
     else:
@@ -291,7 +293,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if record["url"]:
             # On a line of its own and never wrapped, so it can be clicked or copied whole.
             out.print(Text(record["url"]), soft_wrap=True)
-        from worker.cli_standing import after_submit
+        from worker.cli.standing import after_submit
 
         after_submit(out, err, site, key, result.body.get("id"))
     return EXIT_OK
@@ -363,7 +365,7 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
         "--url", help="endpoint root (default: $BENCHLOOP_URL, else the one local server found)"
     )
     run.add_argument("--model", help="model id (default: the only model the server lists)")
-    cli_compat.add_run_options(run)
+    compat.add_run_options(run)
     run.add_argument("--suites", help="comma-separated suites (overrides the profile's list)")
     run.add_argument("--profile", help="profile name (see `benchloop info`)")
     run.add_argument("--tasks", help="comma-separated task ids or globs, e.g. 'speed-p128-*'")
@@ -460,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="also each suite, profile, harness and sweep figure"
     )
     info.set_defaults(handler=cmd_info)
-    cli_compat.add_suites_command(sub, cmd_info)
+    compat.add_suites_command(sub, cmd_info)
 
     runs = command("list", "this machine's run bundles, newest first, with their ids")
     runs.set_defaults(handler=cmd_list)
@@ -485,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("run", nargs="?", metavar="RUN")
     submit.add_argument("--site", help="site URL (default $BENCHLOOP_SITE or the saved login)")
     submit.add_argument("--allow-incomplete", action="store_true")
-    cli_from.add_options(submit)
+    submit_from.add_options(submit)
     submit.set_defaults(handler=cmd_submit)
 
     login = command("login", "log in to a BenchLoop site (device code) and save an API key")
@@ -498,14 +500,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
     export.set_defaults(handler=cmd_export)
 
-    cli_matrix.add_commands(command, _add_run_options, run_and_show)
+    matrix.add_commands(command, _add_run_options, run_and_show)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    cli_compat.read_environment(args)
-    cli_compat.print_notes(err, args)
+    compat.read_environment(args)
+    compat.print_notes(err, args)
     try:
         return args.handler(args)
     except EngineError as exc:
@@ -529,7 +531,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted")
         return EXIT_INTERRUPTED
-
-
-if __name__ == "__main__":
-    sys.exit(main())

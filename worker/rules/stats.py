@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
-from ..contract import Summary
+from .contract import Summary
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -24,6 +24,20 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     hi = min(lo + 1, len(sorted_values) - 1)
     frac = pos - lo
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def median(
+    values: Iterable[float | None], *, min_n: int = 1, digits: int | None = None
+) -> float | None:
+    """The one median: of the finite numbers among ``values`` (None, NaN and infinities are
+    dropped), the middle one, or halfway between the two middle ones for an even count
+    (``percentile`` at 0.5). None when fewer than ``min_n`` remain (and always when none do):
+    a reported figure asks for MIN_MEDIAN_N. ``digits`` rounds the result."""
+    clean = sorted(float(v) for v in values if v is not None and math.isfinite(v))
+    if not clean or len(clean) < min_n:
+        return None
+    found = percentile(clean, 0.5)
+    return found if digits is None else round(found, digits)
 
 
 def mean(values: Sequence[float]) -> float:
@@ -225,7 +239,7 @@ def median_interval(values: Iterable[float | None], level: float = 0.95) -> Medi
     k, miss = j, 2 * tail / total
     return MedianInterval(
         n=n,
-        median=percentile(clean, 0.5),
+        median=median(clean),
         low=clean[k],
         high=clean[n - 1 - k],
         coverage=round(1 - miss, 4),

@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from worker.engine.errors import UsageError
-from worker.engine.harnesses import FORMATS, HARNESSES, canonical
 from worker.engine.matrix import cage, install
 from worker.engine.matrix.adapters import variants
 from worker.engine.matrix.programs import PROGRAMS
+from worker.rules.harnesses import FORMATS, HARNESSES, canonical
 
 out = Console(highlight=False)
 EXIT_OK = 0

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from worker.cli_format import SCORE_LABELS, fmt_p, fmt_range, fmt_signed, fmt_unit, say, table
-from worker.engine.stats import MIN_MEDIAN_N
+from worker.cli.formatting import SCORE_LABELS, fmt_p, fmt_range, fmt_signed, fmt_unit, say, table
+from worker.rules.stats import MIN_MEDIAN_N
 
 # The unit of each compared metric (compare.METRICS); per-task rows are decode rates.
 _UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms"}
 _TOO_FEW = f"n<{MIN_MEDIAN_N}"
 
 
-def _median(side: dict, unit: str) -> str:
+def _fmt_median(side: dict, unit: str) -> str:
     if side["n"] == 0:
         return "–"
     return _TOO_FEW if side["median"] is None else fmt_unit(side["median"], unit)
@@ -64,8 +64,8 @@ def _differences(result: dict):
         ratio, interval = _ratio(row)
         grid.add_row(
             label,
-            _median(row["a"], unit),
-            _median(row["b"], unit),
+            _fmt_median(row["a"], unit),
+            _fmt_median(row["b"], unit),
             ratio,
             interval,
             fmt_p(row["p_value"]),
@@ -74,7 +74,7 @@ def _differences(result: dict):
     return grid
 
 
-def _medians(result: dict):
+def _grid_of_medians(result: dict):
     grid = table("Each run's median, its 95% CI and samples")
     grid.add_column("metric", no_wrap=True)
     grid.add_column("run", no_wrap=True)
@@ -87,7 +87,7 @@ def _medians(result: dict):
             grid.add_row(
                 row["label"] if side == "a" else "",
                 side.upper(),
-                _median(s, unit),
+                _fmt_median(s, unit),
                 fmt_range(s["ci95_low"], s["ci95_high"], unit),
                 fmt_unit(s["n"], "n"),
             )
@@ -115,7 +115,7 @@ def render_compare(out: Console, result: dict) -> None:
     out.print()
     out.print(_differences(result))
     out.print()
-    out.print(_medians(result))
+    out.print(_grid_of_medians(result))
     out.print()
     out.print(_scores(result))
     out.print()

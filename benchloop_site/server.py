@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchloop_site.settings")
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
-    from waitress import serve
+    from waitress import serve  # type: ignore[import-untyped]  # waitress ships no types
 
     try:
         from benchloop_site.wsgi import application

@@ -380,9 +380,27 @@ else:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # The reaper runs every 30 s: Celery's lines about it are debug unless it acted.
-    "filters": {"quiet_reaper": {"()": "lab.quietlogs.QuietReaper"}},
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {
+        # The reaper runs every 30 s: Celery's lines about it are debug unless it acted.
+        "quiet_reaper": {"()": "lab.quietlogs.QuietReaper"},
+        # The job, run or upload a line is about (worker.rules.logcontext) goes on every line.
+        "log_context": {"()": "worker.rules.logcontext.ContextFilter"},
+    },
+    # LOG_FORMAT=json: one JSON object a line, for a log collector; text puts key=value after
+    # the message.
+    "formatters": {
+        "lines": {
+            "()": "worker.rules.logcontext.formatter",
+            "kind": os.environ.get("LOG_FORMAT", "text"),
+        }
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["log_context"],
+            "formatter": "lines",
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from leaderboard.views import bench_baseline, healthz
 from submissions.api import LegacySubmitView
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", include("submissions.api_urls")),
     path("", include("leaderboard.api_urls")),
     path("", include("lab.api_urls")),

@@ -8,15 +8,26 @@ pool is safe to reuse; the pool itself is what Django already keeps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
+from redis.client import Redis
+from redis.connection import ConnectionPool
 
 
 class _ReusedClients(RedisCacheClient):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._clients: dict[int, object] = {}
+    # Django's private members used here, which django-stubs leave out of RedisCacheClient.
+    _client: Callable[..., Redis]
+    _get_connection_pool: Callable[[bool], ConnectionPool]
 
-    def get_client(self, key=None, *, write=False):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients: dict[int, Redis] = {}
+
+    def get_client(
+        self, key: str | bytes | memoryview | None = None, *, write: bool = False
+    ) -> Redis:
         pool = self._get_connection_pool(write)
         client = self._clients.get(id(pool))
         if client is None:
@@ -25,6 +36,6 @@ class _ReusedClients(RedisCacheClient):
 
 
 class ReusingRedisCache(RedisCache):
-    def __init__(self, server, params) -> None:
+    def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _ReusedClients

@@ -4,6 +4,8 @@ stored row or the query string holds."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from xml.sax.xmlreader import AttributesImpl
 
 from django.utils.feedgenerator import Atom1Feed
 from django.utils.xmlutils import SimplerXMLGenerator
@@ -25,9 +27,13 @@ class _XmlSafeGenerator(SimplerXMLGenerator):
     def characters(self, content: str) -> None:
         super().characters(xml_text(content) if content else content)
 
-    def startElement(self, name: str, attrs: dict) -> None:  # noqa: N802 (SAX's name)
+    def startElement(  # noqa: N802 (SAX's name)
+        self, name: str, attrs: AttributesImpl[str] | Mapping[str, object] | None
+    ) -> None:
+        # Django's feeds pass plain dicts; SAX's signature (and the stubs) say AttributesImpl,
+        # which is what is passed on.
         safe = {key: xml_text(str(value)) for key, value in (attrs or {}).items()}
-        super().startElement(name, safe)
+        super().startElement(name, AttributesImpl(safe))
 
 
 class XmlSafeAtomFeed(Atom1Feed):

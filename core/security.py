@@ -76,7 +76,8 @@ class ChunkedBodyMiddleware:
             )
         # As if it had come with a Content-Length: the views' own size checks then apply.
         request.META["CONTENT_LENGTH"] = str(len(body))
-        request._stream = LimitedStream(io.BytesIO(body), len(body))
+        # django-stubs type _stream as BinaryIO; WSGIRequest itself puts a LimitedStream there.
+        request._stream = LimitedStream(io.BytesIO(body), len(body))  # type: ignore[assignment]
         return self.get_response(request)
 
 

@@ -26,7 +26,9 @@ import math
 
 from django.core.cache import BaseCache, caches
 from redis.exceptions import RedisError
+from rest_framework.request import Request
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
+from rest_framework.views import APIView
 
 log = logging.getLogger(__name__)
 # What a counter that cannot be reached raises: the file cache's OSError (ENOSPC on a full
@@ -53,27 +55,33 @@ def count_in_window(key: str, seconds: int) -> int:
 
 class CountingThrottle(SimpleRateThrottle):
     retry_after = 0.0
+    # Set by SimpleRateThrottle.__init__ from the scope's rate (None when it has none); the
+    # stubs leave them out.
+    num_requests: int | None
+    duration: int | None
 
+    # The stubs make `cache` a plain attribute; it is looked up per use here (settings change).
     @property
-    def cache(self) -> BaseCache:
+    def cache(self) -> BaseCache:  # type: ignore[override]
         return limits_cache()
 
-    def allow_request(self, request, view) -> bool:
-        if self.rate is None:
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        limit, duration = self.num_requests, self.duration
+        if limit is None or duration is None:  # the scope has no rate
             return True
         key = self.get_cache_key(request, view)
         if key is None:
             return True
         now = self.timer()
-        window = math.floor(now / self.duration)
+        window = math.floor(now / duration)
         try:
             # The counter outlives its window by a little, so a late incr never finds it gone.
-            count = count_in_window(f"{key}:{window}", self.duration + 5)
+            count = count_in_window(f"{key}:{window}", duration + 5)
         except COUNTER_ERRORS as exc:
             log.warning("throttle %s not counted (failing open): %r", self.scope, exc)
             return True
-        if count > self.num_requests:
-            self.retry_after = (window + 1) * self.duration - now
+        if count > limit:
+            self.retry_after = (window + 1) * duration - now
             return False
         return True
 

@@ -10,6 +10,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import overload
 
 from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse
@@ -93,7 +94,9 @@ def is_disk_full(exception: BaseException, sqlite_database: str | None = None) -
             return True
         if code is not None and code & 0xFF == sqlite3.SQLITE_IOERR:
             path = sqlite_database or _site_sqlite_database()
-            return bool(path) and _free_bytes(Path(path).parent) < LOW_SPACE_BYTES
+            if not path:
+                return False
+            return _free_bytes(Path(path).parent) < LOW_SPACE_BYTES
     return False
 
 
@@ -104,6 +107,14 @@ def _free_bytes(folder: Path) -> int:
         return LOW_SPACE_BYTES  # cannot tell: not a full disk, then
 
 
+@overload
+def unavailable_response(
+    request: HttpRequest, exception: OperationalError | InterfaceError, message: str = ...
+) -> HttpResponse: ...
+@overload
+def unavailable_response(
+    request: HttpRequest, exception: BaseException, message: str = ...
+) -> HttpResponse | None: ...
 def unavailable_response(
     request: HttpRequest, exception: BaseException, message: str = MESSAGE
 ) -> HttpResponse | None:
@@ -111,6 +122,7 @@ def unavailable_response(
     for any other error.
 
     `message` replaces the database outage's message, for a view that knows what was saved.
+    A database error always gets a response (the first overload).
     """
     # Checked first: SQLite and Postgres report a full disk as an OperationalError, and
     # "database unavailable, try again in a few seconds" would send the operator the wrong way.

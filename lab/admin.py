@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.contrib import admin
 from django.db import models
 
@@ -79,7 +82,9 @@ class QuickPromptAdmin(admin.ModelAdmin):
 
 # A scheme-less webhook address means https (and Django 5.2 warns, then 500s under -W error,
 # on every URL form field that leaves the default scheme unsaid).
-HTTPS_URLS = {models.URLField: {"assume_scheme": "https"}}
+HTTPS_URLS: Mapping[type[models.Field[Any, Any]], Mapping[str, Any]] = {
+    models.URLField: {"assume_scheme": "https"}
+}
 
 
 @admin.register(NotificationSettings)

@@ -27,7 +27,7 @@ from core.throttling import CountingThrottle
 from lab import agents, services
 from lab.models import BenchmarkJob, HostKey, WorkerHost
 from submissions.api import read_json_body, validate_upload
-from worker.agent.protocol import (
+from worker.rules.protocol import (
     LIVE_ONLY_EVENTS,
     MAX_EVENT_BYTES,
     MAX_EVENTS_PER_JOB,
@@ -35,7 +35,13 @@ from worker.agent.protocol import (
     HostStatus,
     JobState,
 )
-from worker.agent.validate import BadEvent, check_event
+from worker.rules.validate import BadEvent, check_event
+
+
+class AgentRequest(Request):
+    """A request past IsAgent: its `auth` is the host's key (its user is anonymous)."""
+
+    auth: HostKey
 
 
 class HostKeyAuthentication(authentication.BaseAuthentication):
@@ -110,7 +116,7 @@ def _valid(serializer: serializers.Serializer) -> dict:
     return dict(serializer.validated_data)
 
 
-def _host(request: Request) -> WorkerHost:
+def _host(request: AgentRequest) -> WorkerHost:
     host = agents.host_of(request.auth)
     if host is None:
         raise ApiError(409, "not_registered", "Register this host first.")
@@ -133,7 +139,7 @@ class _Register(serializers.Serializer):
 
 
 @agent_view("POST")
-def register(request: Request) -> Response:
+def register(request: AgentRequest) -> Response:
     data = _valid(_Register(data=request.data))
     try:
         host = services.register_host(
@@ -151,14 +157,16 @@ class _Heartbeat(serializers.Serializer):
 
 
 @agent_view("POST")
-def heartbeat(request: Request) -> Response:
+def heartbeat(request: AgentRequest) -> Response:
     data = _valid(_Heartbeat(data=request.data))
     host = services.host_heartbeat(name=_host(request).name, inventory=data.get("inventory"))
+    if host is None:  # deleted (by an admin) since _host found it
+        raise ApiError(409, "not_registered", "Register this host first.")
     return Response(_status(host))
 
 
 @agent_view("POST")
-def claim(request: Request, job_id: int) -> Response:
+def claim(request: AgentRequest, job_id: int) -> Response:
     host = _host(request)
     if not host.is_approved:
         raise ApiError(403, "not_approved", "This host is not approved yet.")
@@ -179,7 +187,7 @@ def _job_state(job_id: int, attempt: int) -> JobState:
     }
 
 
-def _owned_attempt(request: Request, job_id: int, serializer=_Attempt) -> dict:
+def _owned_attempt(request: AgentRequest, job_id: int, serializer=_Attempt) -> dict:
     """The request's fields, once the job is known to be this host's claim."""
     data = _valid(serializer(data=request.data))
     if not agents.owns(_host(request), job_id):
@@ -189,14 +197,14 @@ def _owned_attempt(request: Request, job_id: int, serializer=_Attempt) -> dict:
 
 
 @agent_view("POST")
-def job_heartbeat(request: Request, job_id: int) -> Response:
+def job_heartbeat(request: AgentRequest, job_id: int) -> Response:
     data = _owned_attempt(request, job_id)
     services.heartbeat(job_id=job_id, attempt=data["attempt"])
     return Response(_job_state(job_id, data["attempt"]))
 
 
 @agent_view("POST")
-def running(request: Request, job_id: int) -> Response:
+def running(request: AgentRequest, job_id: int) -> Response:
     data = _owned_attempt(request, job_id)
     services.mark_running(job_id=job_id, attempt=data["attempt"])
     return Response(_job_state(job_id, data["attempt"]))
@@ -214,7 +222,7 @@ class _Events(_Attempt):
 
 def _checked_events(data: dict) -> tuple[list[tuple[int, dict]], dict | None]:
     """The posted events and live tick as the protocol's types describe them; a 400 naming
-    every field that is not (worker/agent/validate.py)."""
+    every field that is not (worker/rules/validate.py)."""
     problems, events = [], []
     for i, item in enumerate(data["events"]):
         try:
@@ -239,7 +247,7 @@ def _checked_events(data: dict) -> tuple[list[tuple[int, dict]], dict | None]:
 
 
 @agent_view("POST")
-def events(request: Request, job_id: int) -> Response:
+def events(request: AgentRequest, job_id: int) -> Response:
     """Events in order, each once (a replay after a lost answer is ignored by its seq); `live`
     is the latest progress tick, which moves the live numbers and is not kept. Only the job's
     current attempt, while it runs, may post: anything else is a 409 and stores nothing."""
@@ -263,7 +271,7 @@ class _Ending(_Attempt):
 
 
 @agent_view("POST")
-def fail(request: Request, job_id: int) -> Response:
+def fail(request: AgentRequest, job_id: int) -> Response:
     data = _owned_attempt(request, job_id, _Ending)
     job = services.fail_job(
         job_id=job_id, attempt=data["attempt"], error=data["error"], cancelled=data["cancelled"]
@@ -272,14 +280,14 @@ def fail(request: Request, job_id: int) -> Response:
 
 
 @agent_view("POST")
-def requeue(request: Request, job_id: int) -> Response:
+def requeue(request: AgentRequest, job_id: int) -> Response:
     data = _owned_attempt(request, job_id, _Ending)
     requeued = services.requeue_job(job_id=job_id, attempt=data["attempt"], error=data["error"])
     return Response({"requeued": requeued})
 
 
 @agent_view("POST")
-def upload_run(request: Request, job_id: int) -> Response:
+def upload_run(request: AgentRequest, job_id: int) -> Response:
     """The finished bundle, read and checked exactly as POST /api/v1/runs reads and checks
     every upload, stored by the same service. It is a verified run only because the site says
     so: the key has the verify scope, and the job is still this host's attempt, running, not
@@ -303,7 +311,7 @@ def upload_run(request: Request, job_id: int) -> Response:
 
 
 @agent_view("POST")
-def next_prompt(request: Request) -> Response:
+def next_prompt(request: AgentRequest) -> Response:
     host = _host(request)
     if not host.is_approved:
         return Response(status=204)
@@ -327,7 +335,7 @@ class _Failure(serializers.Serializer):
 
 
 @agent_view("POST")
-def prompt_progress(request: Request, prompt_id: int) -> Response:
+def prompt_progress(request: AgentRequest, prompt_id: int) -> Response:
     data = _valid(_Progress(data=request.data))
     return Response(
         {"ours": agents.prompt_progress(host=_host(request), prompt_id=prompt_id, **data)}
@@ -335,7 +343,7 @@ def prompt_progress(request: Request, prompt_id: int) -> Response:
 
 
 @agent_view("POST")
-def prompt_answer(request: Request, prompt_id: int) -> Response:
+def prompt_answer(request: AgentRequest, prompt_id: int) -> Response:
     data = _valid(_Answer(data=request.data))
     stored = agents.finish_prompt(
         host=_host(request),
@@ -348,7 +356,7 @@ def prompt_answer(request: Request, prompt_id: int) -> Response:
 
 
 @agent_view("POST")
-def prompt_failed(request: Request, prompt_id: int) -> Response:
+def prompt_failed(request: AgentRequest, prompt_id: int) -> Response:
     data = _valid(_Failure(data=request.data))
     return Response(
         {"ours": agents.fail_prompt(host=_host(request), prompt_id=prompt_id, error=data["error"])}

@@ -3,6 +3,8 @@ agent API (lab/agent_api.py) calls. An agent never sees the database; this is it
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -10,7 +12,7 @@ from django.utils import timezone
 from lab.models import BenchmarkJob, HostKey, QuickPrompt, WorkerHost
 from runs import bounds, limits
 from submissions import keys
-from worker.agent.protocol import HOST_KEY_PREFIX, JobSpec, PromptSpec
+from worker.rules.protocol import HOST_KEY_PREFIX, JobSpec, PromptSpec
 
 KEY_PURPOSE = "host-key"
 PROMPT_MAX_TOKENS = 256
@@ -73,7 +75,8 @@ def job_spec(job: BenchmarkJob) -> JobSpec:
         "attempt": job.attempts,
         "max_attempts": job.max_attempts,
         "pool": job.pool,
-        "target": job.target,
+        # One of BenchmarkJob.Target, whose values are the protocol's targets.
+        "target": cast(Literal["endpoint", "managed"], job.target),
         "model": job.model,
         "endpoint_url": job.endpoint_url,
         "provider": job.provider,

@@ -19,10 +19,10 @@ from lab.forms import JobForm
 from lab.models import BenchmarkJob
 from runs import bounds, limits
 from runs.models import SuiteResult, TaskResult
-from submissions.permissions import scope_required
-from worker.engine.harnesses import HARNESSES, canonical
-from worker.engine.reasoning import MAX_TOKENS_CEILING
-from worker.engine.redact import redact_text
+from submissions.permissions import KeyRequest, scope_required
+from worker.rules.harnesses import HARNESSES, canonical
+from worker.rules.reasoning import MAX_TOKENS_CEILING
+from worker.rules.redact import redact_text
 
 
 class IsLabOperator(BasePermission):
@@ -91,11 +91,10 @@ class JobOutput(serializers.ModelSerializer):
         return f"/runs/{job.run_id}/" if job.run_id else None
 
 
-def _one_line(value: str) -> str:
+def _one_line(value: str) -> None:
     problem = bounds.text_problem(value)
     if problem:
         raise serializers.ValidationError(f"This value {problem}.")
-    return value
 
 
 def _names(max_length: int, count: int) -> serializers.ListField:
@@ -108,7 +107,10 @@ class _HarnessField(serializers.ChoiceField):
     ``pi``), as scripts written for an earlier site still send."""
 
     def to_internal_value(self, data: object) -> str:
-        return str(super().to_internal_value(canonical(data) if isinstance(data, str) else data))
+        # DRF looks any JSON value up by str(data) (refusing what names no choice); the stubs
+        # name fewer types.
+        named = canonical(data) if isinstance(data, str) else data
+        return str(super().to_internal_value(named))  # type: ignore[arg-type]
 
 
 class JobInput(serializers.ModelSerializer):
@@ -174,7 +176,7 @@ class JobQueueView(APIView):
             403: OpenApiResponse(description="not a lab operator"),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: KeyRequest) -> Response:
         from submissions.api import read_json_body
 
         data = JobInput(data=read_json_body(request))

@@ -8,7 +8,7 @@ agent = "lab/agent/"
 urlpatterns = [
     path("jobs", api.JobQueueView.as_view(), name="api-jobs"),
     path("jobs/<int:pk>", api.JobDetailView.as_view(), name="api-job"),
-    # The lab agents' own API (worker/agent/protocol.py): host keys only.
+    # The lab agents' own API (worker/rules/protocol.py): host keys only.
     path(f"{agent}register", agent_api.register, name="api-agent-register"),
     path(f"{agent}heartbeat", agent_api.heartbeat, name="api-agent-heartbeat"),
     path(f"{agent}jobs/<int:job_id>/claim", agent_api.claim, name="api-agent-claim"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from celery import current_app
 from django.db import transaction
 
-from worker.agent.protocol import RUN_JOB_TASK
+from worker.rules.protocol import RUN_JOB_TASK
 
 NOTIFY_JOB_FINISHED = "worker.notify_job_finished"
 DELIVER_WEBHOOK = "worker.deliver_webhook"

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING, cast
 
 from django import forms
 
 from lab.models import PROFILES, BenchmarkJob, NotificationSettings
 from runs.matrix import BASELINE, FORMAT_NAMES, MATRIX_SUITES, PROGRAM_NAMES
-from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
+from worker.rules.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
+
+if TYPE_CHECKING:  # for annotations only: clean imports lab.services when it runs
+    from lab.services import Placement
 
 # Grouped, so a prompt format is never taken for the program of a similar name.
 HARNESS_CHOICES = [
@@ -147,8 +151,10 @@ class JobForm(forms.ModelForm):
         **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.placement = None
-        self.fields["server"].choices = [("", "— none, use the pool below")] + (servers or [])
+        self.placement: Placement | None = None
+        # Declared above as a ChoiceField.
+        server = cast(forms.ChoiceField, self.fields["server"])
+        server.choices = [("", "— none, use the pool below")] + (servers or [])
         # A CharField behind a select: a pool no host serves gets place_job's message, not
         # "select a valid choice".
         self.fields["pool"].required = False
@@ -170,7 +176,8 @@ class JobForm(forms.ModelForm):
 
         from lab.services import place_job
 
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         try:
             self.instance.launch_flags = shlex.split(data.get("launch_flags_text") or "")
         except ValueError as exc:
@@ -208,7 +215,7 @@ class QuickPromptForm(forms.Form):
 
     def __init__(self, *args, servers: list[tuple[str, str]], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["server"].choices = servers
+        cast(forms.ChoiceField, self.fields["server"]).choices = servers  # declared above
 
 
 class NotificationForm(forms.ModelForm):

@@ -4,16 +4,19 @@ self-reported, and the difference goes to the moderators (lab.services.finish_jo
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from lab.models import HARDWARE_MISMATCH, WorkerHost
 from runs import limits, normalize
 from runs.importers.records import RunRecord
 from runs.models import Hardware
 from runs.services import machine_identity
-from worker.engine.hardware import gpu_summary
+from worker.rules.hardware import gpu_summary
 
 # What a run says of its machine that the approval covers. Memory channels are left out: the
 # agent's registration does not detect them, while a bundle may carry them.
-CLAIMED = ("gpu_model", "gpu_count", "vram_gb", "cpu_model", "ram_gb", "os")
+Claimed = Literal["gpu_model", "gpu_count", "vram_gb", "cpu_model", "ram_gb", "os"]
+CLAIMED: tuple[Claimed, ...] = get_args(Claimed)
 
 
 def machine_of(hardware_info: dict) -> Hardware:
@@ -73,5 +76,5 @@ def hardware_mismatch(host: WorkerHost, record: RunRecord) -> str:
     )
 
 
-def _label(identity: dict) -> str:
+def _label(identity: normalize.HardwareIdentity) -> str:
     return normalize.hardware_class_of(identity)["label"]

@@ -14,14 +14,14 @@ from django.utils import timezone
 
 from runs.matrix import MATRIX_SUITES, is_program
 from submissions.models import SecretKey
-from worker.engine.harnesses import HARNESSES
-from worker.engine.reasoning import MAX_TOKENS_CEILING
-from worker.engine.suites import load_profiles
+from worker.rules.harnesses import HARNESSES, program_variants
+from worker.rules.profiles import profile_names
+from worker.rules.reasoning import MAX_TOKENS_CEILING
 
 # What a job may ask for; the form, the API and full_clean all read these (one rule).
 PROVIDERS = [("auto", "auto-detect"), ("openai", "OpenAI-compatible"), ("ollama", "Ollama")]
 # The engine's profiles (speed-deep, matrix, …), read from its data file: no copy to keep in step.
-PROFILES = [(name, name) for name in load_profiles()["profiles"]]
+PROFILES = [(name, name) for name in profile_names()]
 
 
 def known_profile(value: str) -> None:
@@ -54,9 +54,7 @@ def harness_problem(
             f"The harness {harness} is a real agent program: it runs only the matrix suites "
             f"({', '.join(MATRIX_SUITES)}). Choose the matrix profile, or name those suites."
         )
-    from worker.engine.matrix.adapters import variants  # the engine's adapters, on demand
-
-    known = variants(harness)
+    known = program_variants(harness)
     if variant and variant not in known:
         names = ", ".join(known) or "none"
         return "harness_variant", f"{harness} has no variant {variant!r}; its variants: {names}."
@@ -293,9 +291,11 @@ class BenchmarkJob(models.Model):
             problem = bounds.text_problem(getattr(self, name) or "")
             if problem:
                 errors.setdefault(name, f"The {name.replace('_', ' ')} {problem}.")
-        problem = harness_problem(self.harness, self.suites, self.profile, self.harness_variant)
-        if problem:
-            errors.setdefault(*problem)
+        harness_error = harness_problem(
+            self.harness, self.suites, self.profile, self.harness_variant
+        )
+        if harness_error:
+            errors.setdefault(*harness_error)
         if errors:
             raise ValidationError(errors)
 
@@ -313,7 +313,7 @@ class BenchmarkJob(models.Model):
 
     def shows_raw_text_to(self, user) -> bool:
         """Whether `user` sees this job's endpoint error text unredacted (lab.access); everyone
-        else sees it through worker.engine.redact."""
+        else sees it through worker.rules.redact."""
         from lab.access import is_job_insider
 
         return is_job_insider(user, self)

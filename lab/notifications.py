@@ -21,7 +21,7 @@ from core.links import absolute_url
 from lab import dispatch
 from lab.models import BenchmarkJob, NotificationSettings, WebhookDelivery
 from runs import bounds
-from worker.engine.redact import redact_text
+from worker.rules.redact import redact_text
 
 SIGNATURE_HEADER = "X-BenchLoop-Signature"
 TOLERANCE_SECONDS = 300
@@ -109,7 +109,7 @@ def notify_finished(job_id: int) -> None:
         dispatch.send(dispatch.DELIVER_WEBHOOK, delivery.pk)
 
 
-_OUTCOMES = {
+_OUTCOMES: dict[str, str] = {
     BenchmarkJob.Status.SUCCEEDED: "succeeded",
     BenchmarkJob.Status.FAILED: "failed",
     BenchmarkJob.Status.CANCELLED: "was cancelled",

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -20,7 +21,10 @@ from lab import dispatch, inventory
 from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost, pool_name
 from runs import bounds, limits
 from submissions.models import Channel
-from worker.agent.protocol import MAX_EVENTS_PER_JOB
+from worker.rules.protocol import MAX_EVENTS_PER_JOB
+
+if TYPE_CHECKING:  # for annotations only: finish_job imports runs.importers when it runs
+    from runs.importers.upgrade import UpgradedRun
 
 log = logging.getLogger(__name__)
 Status = BenchmarkJob.Status
@@ -308,7 +312,11 @@ def record_event(*, job_id: int, attempt: int, seq: int, event: dict) -> bool:
     kind = bounds.storable_text(str(event.get("type", "log")))[
         : limits.max_length(JobEvent, "kind")
     ]
-    payload = bounds.storable_json({k: v for k, v in event.items() if k not in ("type", "path")})
+    # A dict in, a dict out (storable_json keeps the shape).
+    payload = cast(
+        dict[str, Any],
+        bounds.storable_json({k: v for k, v in event.items() if k not in ("type", "path")}),
+    )
     try:
         with transaction.atomic():
             JobEvent.objects.create(
@@ -342,7 +350,7 @@ def finish_job(
     host: WorkerHost,
     attempt: int,
     upload: dict,
-    upgraded: tuple[dict, str, str] | None = None,
+    upgraded: UpgradedRun | None = None,
 ) -> BenchmarkJob:
     """Store the bundle as a run, only while `attempt` of `host` runs the job and nobody asked
     it to stop; idempotent per job. It is verified and auto-approved when it was measured on
@@ -362,6 +370,8 @@ def finish_job(
         if job and (job.status, job.host_id, job.attempts) == (Status.SUCCEEDED, host.pk, attempt):
             return job  # this attempt's own upload again: its answer was lost
         reason = _closed(job, host, attempt)
+        if job is None:  # (reason says so; nothing was written)
+            raise JobClosed(reason)
         current = WorkerHost.objects.approved().select_related("hardware").filter(pk=host.pk)
         approved = current.first()
         if not reason and approved is None:
@@ -370,7 +380,7 @@ def finish_job(
             # It finished before it saw the request: the operator's word stands.
             _end(job, Status.CANCELLED, error="cancelled; the run that came after was not stored")
             reason = "The job was cancelled: its run was not stored."
-        if not reason:  # (so the job is there, and this attempt's)
+        if not reason and approved is not None:  # (so the job is this attempt's, host approved)
             # An earlier attempt's run, stored with the job's success, is kept as it is.
             existing = Submission.objects.filter(
                 submitter=job.requested_by, client_run_id=client_run_id
@@ -387,7 +397,7 @@ def finish_job(
                     concerns=[mismatch] if mismatch else [],
                 ).submission
             _end(job, Status.SUCCEEDED, run=existing.run)
-    if reason:
+    if reason or job is None:
         raise JobClosed(reason)
     job.refresh_from_db()
     return job
@@ -517,7 +527,7 @@ def register_host(*, name: str, pools: list[str], hardware_info: dict) -> Worker
             pool_name(pool)
         except ValidationError:
             raise ValueError(f"pool {pool[:70]!r} is not a pool name (e.g. gpu.4090)") from None
-    hardware_info = bounds.storable_json(hardware_info)
+    hardware_info = cast(dict[str, Any], bounds.storable_json(hardware_info))  # dict in, dict out
     hardware = inventory.machine_of(hardware_info)
     fields = {
         "pools": sorted(set(pools)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from lab import dispatch, notifications, services
+from worker.rules.logcontext import log_context
 
 
 @shared_task(name=dispatch.REAP_STALE_JOBS, soft_time_limit=120, time_limit=150)
@@ -15,15 +16,17 @@ def reap_stale_jobs() -> dict:
 
 @shared_task(name=dispatch.NOTIFY_JOB_FINISHED, soft_time_limit=60, time_limit=90)
 def notify_job_finished(job_id: int) -> None:
-    notifications.notify_finished(job_id)
+    with log_context(job_id=job_id):
+        notifications.notify_finished(job_id)
 
 
 @shared_task(
     name=dispatch.DELIVER_WEBHOOK, bind=True, max_retries=6, soft_time_limit=60, time_limit=90
 )
 def deliver_webhook(self, delivery_id: int) -> str:
-    try:
-        return notifications.deliver(delivery_id)
-    except notifications.WebhookFailed as exc:
-        # 2, 4, 8, … seconds: a receiver that is briefly down still gets the event.
-        raise self.retry(exc=exc, countdown=2 ** (self.request.retries + 1)) from exc
+    with log_context(webhook_delivery_id=delivery_id):
+        try:
+            return notifications.deliver(delivery_id)
+        except notifications.WebhookFailed as exc:
+            # 2, 4, 8, … seconds: a receiver that is briefly down still gets the event.
+            raise self.retry(exc=exc, countdown=2 ** (self.request.retries + 1)) from exc

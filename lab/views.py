@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -20,6 +21,7 @@ from django_htmx.http import HttpResponseStopPolling
 from core.conditional import revalidated
 from core.feeds import XmlSafeAtomFeed
 from core.formlimits import limit_posts
+from core.http import SignedInRequest
 from lab import agents, services
 from lab.access import (
     OPERATE,
@@ -37,7 +39,7 @@ from lab.models import (
     QuickPrompt,
     WorkerHost,
 )
-from worker.engine.redact import redact_text
+from worker.rules.redact import redact_text
 
 
 @require_safe
@@ -109,7 +111,7 @@ def _inventory_choices() -> list[tuple[str, str]]:
 @login_required
 @permission_required(OPERATE, raise_exception=True)
 @limit_posts("lab_job")
-def new_job(request: HttpRequest) -> HttpResponse:
+def new_job(request: SignedInRequest) -> HttpResponse:
     form = JobForm(
         request.POST or None, servers=_inventory_choices(), pools=services.served_pools()
     )
@@ -121,21 +123,19 @@ def new_job(request: HttpRequest) -> HttpResponse:
             suites=form.instance.suites,
             **fields,
         )
-        where = (
-            f"host {form.placement.hosts[0].name}"
-            if job.pool == form.placement.hosts[0].queue_name
-            else f"pool {job.pool}"
-        )
+        placement = cast(services.Placement, form.placement)  # a valid form has placed its job
+        host = placement.hosts[0]
+        where = f"host {host.name}" if job.pool == host.queue_name else f"pool {job.pool}"
         messages.success(request, f"Job {job.pk} queued on {where}.")
-        if form.placement and form.placement.warning:
-            messages.warning(request, form.placement.warning)
+        if placement.warning:
+            messages.warning(request, placement.warning)
         return redirect("lab:job", pk=job.pk)
     return render(request, "worker/new_job.html", {"form": form})
 
 
 @require_POST
 @login_required
-def cancel(request: HttpRequest, pk: int) -> HttpResponse:
+def cancel(request: SignedInRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(BenchmarkJob, pk=pk)
     if not is_job_insider(request.user, job):
         raise Http404
@@ -152,7 +152,7 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @never_cache
 @login_required
 @permission_required(OPERATE, raise_exception=True)
-def hosts(request: HttpRequest) -> HttpResponse:
+def hosts(request: SignedInRequest) -> HttpResponse:
     """The hosts, and for admins their keys: a new key is shown in this answer only."""
     rows = WorkerHost.objects.select_related("hardware", "current_job")
     admin = can_administer_hosts(request.user)
@@ -178,7 +178,7 @@ def hosts(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def revoke_host_key(request: HttpRequest, pk: int) -> HttpResponse:
+def revoke_host_key(request: SignedInRequest, pk: int) -> HttpResponse:
     if not can_administer_hosts(request.user):
         raise Http404
     key = agents.revoke_host_key(key=get_object_or_404(HostKey, pk=pk))
@@ -188,7 +188,7 @@ def revoke_host_key(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def approve_host(request: HttpRequest, pk: int) -> HttpResponse:
+def approve_host(request: SignedInRequest, pk: int) -> HttpResponse:
     if not can_administer_hosts(request.user):
         raise Http404
     host = get_object_or_404(WorkerHost, pk=pk)
@@ -200,7 +200,7 @@ def approve_host(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @permission_required(OPERATE, raise_exception=True)
-def host_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def host_detail(request: SignedInRequest, pk: int) -> HttpResponse:
     host = get_object_or_404(WorkerHost, pk=pk)
     servers = [
         (f"{s['url']}|{m}", f"{s.get('kind')} · {m}")
@@ -227,7 +227,7 @@ def host_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @permission_required(OPERATE, raise_exception=True)
-def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def prompt_detail(request: SignedInRequest, pk: int) -> HttpResponse:
     quick = get_object_or_404(
         QuickPrompt.objects.select_related("host__current_job"), pk=pk, requested_by=request.user
     )
@@ -245,7 +245,7 @@ def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-def notification_settings(request: HttpRequest) -> HttpResponse:
+def notification_settings(request: SignedInRequest) -> HttpResponse:
     prefs, _ = NotificationSettings.objects.get_or_create(user=request.user)
     form = NotificationForm(request.POST or None, instance=prefs)
     if request.method == "POST" and form.is_valid():

@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "accelerators.json"
 KINDS = ("gpu", "apple", "cpu")
@@ -110,7 +111,7 @@ class DataFileError(ValueError):
     """The data file breaks a rule; the message names the entry."""
 
 
-def parse_entry(raw: dict, *, origin: str = "data file") -> Accelerator:
+def parse_entry(raw: dict[str, Any], *, origin: str = "data file") -> Accelerator:
     """One validated entry; raises DataFileError with the entry's name on any problem."""
     name = str(raw.get("name") or "").strip()
     where = f"accelerator {name or '(unnamed)'}"
@@ -138,7 +139,9 @@ def parse_entry(raw: dict, *, origin: str = "data file") -> Accelerator:
     if values["bandwidth_gbps"] is None:
         raise DataFileError(f"{where}: a memory bandwidth is required")
     cores, boost, simd = _cpu_compute(raw, where)
-    if simd and values["int8_tops"] is None and values["fp16_tflops"] is None:
+    # (_cpu_compute gives all three or none: naming the numbers too tells mypy so.)
+    no_compute_given = values["int8_tops"] is None and values["fp16_tflops"] is None
+    if simd and cores is not None and boost is not None and no_compute_given:
         flops, ops = SIMD_OPS_PER_CYCLE[simd]
         values["fp16_tflops"] = round(cores * boost * flops / 1000, 3)
         values["int8_tops"] = round(cores * boost * ops / 1000, 3)
@@ -168,7 +171,7 @@ def parse_entry(raw: dict, *, origin: str = "data file") -> Accelerator:
     )
 
 
-def _cpu_compute(raw: dict, where: str) -> tuple[int | None, float | None, str]:
+def _cpu_compute(raw: dict[str, Any], where: str) -> tuple[int | None, float | None, str]:
     """A CPU entry's (cores, boost GHz, instruction set): all three or none."""
     cores, boost, simd = raw.get("cores"), raw.get("boost_ghz"), raw.get("simd")
     if cores is None and boost is None and simd is None:
@@ -230,7 +233,9 @@ class Catalog:
         return self.find(name, kinds=kinds) is not None
 
 
-def _family_entries(raw_families: list[dict], members: list[Accelerator]) -> list[Accelerator]:
+def _family_entries(
+    raw_families: list[dict[str, Any]], members: list[Accelerator]
+) -> list[Accelerator]:
     """One entry per family, holding its fastest listed member's bandwidth."""
     families = []
     for raw in raw_families:

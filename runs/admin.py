@@ -1,23 +1,32 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
 
 from runs.models import Hardware, Stack
 
+if TYPE_CHECKING:  # generic in django-stubs only: subscripting it at run time fails
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:
+    _ModelAdmin = admin.ModelAdmin
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+
+class ReadOnlyAdmin(_ModelAdmin):
     """Stored results are for looking at: they change only through runs.services (and runs
     through submissions.services: see the Run admin there), which keep lanes and caches right.
     A run's suite, task and trial rows are shown with it (the Run admin's inline) and are not
     registered: the admin would refuse to delete a run whose rows it may not delete."""
 
-    def has_add_permission(self, request, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 # No BenchLoop client existed before 2020; earlier dates are broken clocks or forgeries, and
 # year-1 times with an offset are stored by Postgres as 1 BC, which Python cannot read back.
@@ -98,7 +100,7 @@ def storable_json(value: object) -> object:
     return value
 
 
-def json_problem(document: dict | list, *, escapes: bool = True) -> tuple[str, str]:
+def json_problem(document: dict[str, Any] | list[Any], *, escapes: bool = True) -> tuple[str, str]:
     """(problem, path) for the first thing in a parsed JSON document that no database or page
     can hold: nesting deeper than MAX_JSON_DEPTH, a number JSON cannot hold (1e999 parses as
     infinity), a NUL or an unpaired surrogate in a key or string; ("", "") if there is none.
@@ -117,7 +119,9 @@ _DEEP = f"nests deeper than {MAX_JSON_DEPTH} levels"
 _TEXT = "string contains a NUL character or an unpaired surrogate"
 
 
-def _problem(value: dict | list, *, check_text: bool, level: int) -> tuple[str, list] | None:
+def _problem(
+    value: dict[str, Any] | list[Any], *, check_text: bool, level: int
+) -> tuple[str, list[str | int]] | None:
     """The first problem under a container and the steps to it, innermost first. This runs on
     every upload, so a path is built only on the way back up from a problem."""
     items = value.items() if isinstance(value, dict) else enumerate(value)
@@ -138,7 +142,7 @@ def _problem(value: dict | list, *, check_text: bool, level: int) -> tuple[str, 
     return None
 
 
-def _path(steps) -> str:
+def _path(steps: Iterable[str | int]) -> str:
     """The path ("a.b[3].c") of steps from the top down; "(body)" for the document itself."""
     path = ""
     for step in steps:

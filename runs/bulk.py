@@ -10,12 +10,20 @@ databases (the embedded SQLite default) take the same tuples through bulk_create
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection, models
+from django.db.backends.utils import CursorWrapper
 
-from runs.importers.records import JsonText, SuiteRecord, TaskRecord, as_json_value
+from runs.importers.records import ImportedSuite, ImportedTask, JsonText, as_json_value
 from runs.models import Run, SpeedSample, SuiteResult, TaskResult
+from runs.public import PUBLIC_TASK_COLUMNS
+
+if TYPE_CHECKING:
+    from psycopg import Cursor
+
+# One row's values in its table's column order, as COPY and the ORM take them.
+Row = tuple[object, ...]
 
 SUITE_COLUMNS = (
     "run_id",
@@ -26,20 +34,8 @@ SUITE_COLUMNS = (
     "fail_count",
     "median_latency_ms",
 )
-TASK_COLUMNS = (
-    "suite_result_id",
-    "task_id",
-    "passed",
-    "score",
-    "latency_ms",
-    "tokens_generated",
-    "tokens_prompt",
-    "execution_ok",
-    "finish_reason",
-    "error",
-    "output",
-    "metadata",
-)
+# The order of task_row's tuple.
+TASK_COLUMNS = ("suite_result_id", *PUBLIC_TASK_COLUMNS, "error", "output", "metadata")
 SAMPLE_COLUMNS = (
     "task_result_id",
     "trial_index",
@@ -53,11 +49,11 @@ SAMPLE_COLUMNS = (
 )
 
 
-def suite_row(run_id: int, s: SuiteRecord) -> tuple:
+def suite_row(run_id: int, s: ImportedSuite) -> Row:
     return (run_id, s.suite, s.score, s.task_count, s.pass_count, s.fail_count, s.median_latency_ms)
 
 
-def task_row(suite_id: int, t: TaskRecord) -> tuple:
+def task_row(suite_id: int, t: ImportedTask) -> Row:
     return (
         suite_id,
         t.task_id,
@@ -74,7 +70,7 @@ def task_row(suite_id: int, t: TaskRecord) -> tuple:
     )
 
 
-def sample_rows(task_id: int, t: TaskRecord) -> Iterator[tuple]:
+def sample_rows(task_id: int, t: ImportedTask) -> Iterator[Row]:
     for s in t.samples:
         yield (
             task_id,
@@ -100,7 +96,7 @@ def uses_copy(copy: bool | None = None) -> bool:
 
 
 def save_runs(
-    runs: Sequence[tuple[Run, Sequence[SuiteRecord]]], *, copy: bool | None = None
+    runs: Sequence[tuple[Run, Sequence[ImportedSuite]]], *, copy: bool | None = None
 ) -> None:
     """INSERT unsaved runs, each with its suites, tasks and samples, and set the runs' ids.
 
@@ -119,7 +115,7 @@ def insert_instances(objs: Sequence[models.Model], *, copy: bool | None = None) 
     if not objs:
         return
     if not uses_copy(copy):
-        type(objs[0]).objects.bulk_create(objs)
+        type(objs[0])._default_manager.bulk_create(objs)
         return
     with connection.cursor() as cursor:
         (ids,) = _allocate_ids(cursor, [(type(objs[0]), len(objs))])
@@ -127,7 +123,9 @@ def insert_instances(objs: Sequence[models.Model], *, copy: bool | None = None) 
             _copy_instances(cursor.cursor, objs, ids)
 
 
-def _allocate_ids(cursor, wanted: Sequence[tuple[type[models.Model], int]]) -> list[list[int]]:
+def _allocate_ids(
+    cursor: CursorWrapper, wanted: Sequence[tuple[type[models.Model], int]]
+) -> list[list[int]]:
     """`count` fresh ids from each model's sequence in one round trip, ascending as
     bulk_create would give them (pages list tasks in id order)."""
     arrays = ", ".join(
@@ -139,10 +137,10 @@ def _allocate_ids(cursor, wanted: Sequence[tuple[type[models.Model], int]]) -> l
     return [sorted(ids) for ids in cursor.fetchone()]
 
 
-def _copy_instances(raw, objs: Sequence[models.Model], ids: Sequence[int]) -> None:
+def _copy_instances(raw: Cursor[Any], objs: Sequence[models.Model], ids: Sequence[int]) -> None:
     """COPY model instances with the given ids, each value prepared as Django's INSERT would."""
     fields = type(objs[0])._meta.concrete_fields
-    rows = []
+    rows: list[Row] = []
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
         rows.append(tuple(_db_value(f, obj) for f in fields))
@@ -151,21 +149,23 @@ def _copy_instances(raw, objs: Sequence[models.Model], ids: Sequence[int]) -> No
     _copy(raw, type(objs[0]), [f.column for f in fields], rows)
 
 
-def _db_value(field: models.Field, obj: models.Model) -> Any:
+def _db_value(field: models.Field[Any, Any], obj: models.Model) -> Any:
     value = field.pre_save(obj, True)
     if isinstance(value, JsonText):
         return str(value)  # COPY's text form of a jsonb value is its JSON
     return field.get_db_prep_save(value, connection)
 
 
-def _copy_runs(runs: Sequence[tuple[Run, Sequence[SuiteRecord]]]) -> None:
+def _copy_runs(runs: Sequence[tuple[Run, Sequence[ImportedSuite]]]) -> None:
     suite_count = sum(len(suites) for _run, suites in runs)
     task_count = sum(len(s.tasks) for _run, suites in runs for s in suites)
     with connection.cursor() as cursor:
         run_ids, suite_ids, task_ids = _allocate_ids(
             cursor, [(Run, len(runs)), (SuiteResult, suite_count), (TaskResult, task_count)]
         )
-        suites, tasks, samples = [], [], []
+        suites: list[Row] = []
+        tasks: list[Row] = []
+        samples: list[Row] = []
         next_suite, next_task = iter(suite_ids), iter(task_ids)
         for (_run, run_suites), run_id in zip(runs, run_ids, strict=True):
             for s in run_suites:
@@ -186,7 +186,9 @@ def _copy_runs(runs: Sequence[tuple[Run, Sequence[SuiteRecord]]]) -> None:
             _copy(raw, SpeedSample, SAMPLE_COLUMNS, samples)
 
 
-def _copy(raw, model, columns: Sequence[str], rows: list[tuple]) -> None:
+def _copy(
+    raw: Cursor[Any], model: type[models.Model], columns: Sequence[str], rows: list[Row]
+) -> None:
     if not rows:
         return
     names = ", ".join(f'"{name}"' for name in columns)
@@ -195,7 +197,7 @@ def _copy(raw, model, columns: Sequence[str], rows: list[tuple]) -> None:
             copy.write_row(row)
 
 
-def _orm_runs(runs: Sequence[tuple[Run, Sequence[SuiteRecord]]]) -> None:
+def _orm_runs(runs: Sequence[tuple[Run, Sequence[ImportedSuite]]]) -> None:
     for run, _suites in runs:
         run.raw_payload = as_json_value(run.raw_payload)
     saved_runs = Run.objects.bulk_create([run for run, _suites in runs])
@@ -218,5 +220,5 @@ def _orm_runs(runs: Sequence[tuple[Run, Sequence[SuiteRecord]]]) -> None:
     )
 
 
-def _orm_values(columns: Sequence[str], row: tuple) -> dict:
+def _orm_values(columns: Sequence[str], row: Row) -> dict[str, Any]:
     return {name: as_json_value(value) for name, value in zip(columns, row, strict=True)}

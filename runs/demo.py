@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache, cached_property
 
-from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
+from runs.importers.records import HardwareRecord, ImportedSuite, RunRecord
 
 V3_CORE_WEIGHTS = {
     "toolcall": 0.20,
@@ -56,15 +56,24 @@ class DemoHardware:
         return self.ram_gb * (0.75 if self.kind == "apple" else 0.7)
 
 
-def _gpu(name, vram, bw, tflops, cpu, ram, os_name="Linux", count=1) -> DemoHardware:
+def _gpu(
+    name: str,
+    vram: float,
+    bw: float,
+    tflops: float,
+    cpu: str,
+    ram: float,
+    os_name: str = "Linux",
+    count: int = 1,
+) -> DemoHardware:
     return DemoHardware(name, vram * count, bw, cpu, ram, os_name, count, tflops)
 
 
-def _apple(chip, memory, bw, tflops) -> DemoHardware:
+def _apple(chip: str, memory: float, bw: float, tflops: float) -> DemoHardware:
     return DemoHardware(f"{chip} GPU", memory, bw, chip, memory, "Darwin", 1, tflops)
 
 
-def _cpu(cpu, ram, bw, tflops, channels) -> DemoHardware:
+def _cpu(cpu: str, ram: float, bw: float, tflops: float, channels: int) -> DemoHardware:
     return DemoHardware("", 0, bw, cpu, ram, "Linux", 0, tflops, channels)
 
 
@@ -185,7 +194,7 @@ class DemoStack:
 
 
 def demo_stacks(rng: random.Random, count: int) -> list[DemoStack]:
-    stacks: dict[tuple, DemoStack] = {}
+    stacks: dict[tuple[str, str, str, str, int], DemoStack] = {}
     attempts = 0
     while len(stacks) < count and attempts < count * 50:
         attempts += 1
@@ -276,7 +285,7 @@ def _demo_machine(hw: DemoHardware) -> HardwareRecord | None:
     )
 
 
-def _speed_summary(samples: list[float], prefill: float, ttft: float) -> dict:
+def _speed_summary(samples: list[float], prefill: float, ttft: float) -> dict[str, float | None]:
     """The speed figures of sorted decode samples, with a prefill speed and a TTFT."""
     median = samples[len(samples) // 2]
     mean = sum(samples) / len(samples)
@@ -298,9 +307,9 @@ def _speed_summary(samples: list[float], prefill: float, ttft: float) -> dict:
     }
 
 
-def _demo_suite(name: str, score: float) -> SuiteRecord:
+def _demo_suite(name: str, score: float) -> ImportedSuite:
     passed = round(15 * score / 100)
-    return SuiteRecord(
+    return ImportedSuite(
         suite=name, score=score, task_count=15, pass_count=passed, fail_count=15 - passed
     )
 
@@ -367,7 +376,7 @@ def demo_run(
         speed_sample_count=len(samples),
         total_runtime_sec=rng.uniform(300, 1800),
         submitter_name=submitter,
-        suites=[SuiteRecord(suite="speed", score=s, task_count=9, pass_count=9)]
+        suites=[ImportedSuite(suite="speed", score=s, task_count=9, pass_count=9)]
         + [_demo_suite(name, score) for name, score in suites.items()],
         raw_payload={"demo": True},
     )

@@ -38,7 +38,11 @@ LEVELS = ("kind", "devices", "fits", "arch", "speed", "engine", "backend", "quan
 # fixed costs (kernel launches, sampling, the server's loop); the faster the ceiling, the larger
 # the fixed costs' share, so the less of it a stack reaches. The ceiling, not the weight size,
 # says which: a 1 GB model is bandwidth-bound on a CPU and overhead-bound on a large GPU.
-CEILING_BOUNDS = ((30.0, "<30 tok/s"), (100.0, "30-100 tok/s"), (300.0, "100-300 tok/s"))
+CEILING_BOUNDS: tuple[tuple[float, str], ...] = (
+    (30.0, "<30 tok/s"),
+    (100.0, "30-100 tok/s"),
+    (300.0, "100-300 tok/s"),
+)
 CEILING_BOUNDS += ((1000.0, "300-1000 tok/s"),)
 
 _ENGINES = {

@@ -3,7 +3,7 @@
 One rule for every surface (the stored lanes, the run-filtered board, the stack, compare and
 run pages, the API, exports and share images): a lane with one or two runs still has a
 figure, its median, shown with "1 run" or "2 runs" beside it and no interval; from three runs
-the figure carries the sign-test interval of worker.engine.stats.median_interval.
+the figure carries the sign-test interval of worker.rules.stats.median_interval.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from worker.engine.stats import MIN_MEDIAN_N, median_interval, percentile
+from worker.rules.stats import MIN_MEDIAN_N, median, median_interval
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Interval:
         if not clean:
             return cls(0)
         if len(clean) < MIN_MEDIAN_N:
-            return cls(len(clean), percentile(clean, 0.5))
+            return cls(len(clean), median(clean))
         found = median_interval(clean)
         return cls(found["n"], found["median"], found["low"], found["high"])
 

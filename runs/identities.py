@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.apps.registry import Apps
 from django.db.models import OuterRef, Q, Subquery
 
 from runs import normalize
 
 RUN_BATCH = 50_000  # run ids per UPDATE
 ROW_BATCH = 1000
+# A stored row as .values() reads it.
+Row = dict[str, Any]
 
 HARDWARE_FIELDS = (
     "cpu_model",
@@ -58,7 +61,7 @@ class Models:
     worker_host: Any
 
     @classmethod
-    def from_apps(cls, apps) -> Models:
+    def from_apps(cls, apps: Apps) -> Models:
         return cls(
             hardware=apps.get_model("runs", "Hardware"),
             hardware_class=apps.get_model("runs", "HardwareClass"),
@@ -70,11 +73,11 @@ class Models:
         )
 
 
-def ensure_class(model: Any, fields: dict) -> Any:
+def ensure_class(model: Any, fields: Mapping[str, Any]) -> Any:
     """The HardwareClass row with these fields (runs.normalize), created the first time. Two
     keys whose slugs coincide (a long name cut short) keep apart by a suffix of the key."""
     fields = dict(fields)
-    key = fields.pop("key")
+    key: str = fields.pop("key")
     found = model.objects.filter(key=key).first() or sized_peer(model, fields)
     if found is not None:
         return found
@@ -88,7 +91,7 @@ def ensure_class(model: Any, fields: dict) -> Any:
 SIZED_KINDS = ("apple", "gpu")
 
 
-def sized_peer(model: Any, fields: dict) -> Any | None:
+def sized_peer(model: Any, fields: Mapping[str, Any]) -> Any | None:
     """For a GPU or Apple class without its memory size (a file that recorded none): the one
     class of the same chip and count with a size, where exactly one exists; else None (the
     class is then its own, labelled "memory not reported" by runs.normalize)."""
@@ -130,17 +133,17 @@ def merge_unsized_classes(models: Any, refresh: Callable[[list[int]], Any]) -> i
 
 def _merge(
     model: Any,
-    rows: list[dict],
-    new_key: Callable[[dict], str],
+    rows: list[Row],
+    new_key: Callable[[Row], str],
     key_field: str,
     repoint: Callable[[list[int], int], None],
-) -> dict[int, dict]:
+) -> dict[int, Row]:
     """Group rows by their re-derived key; repoint and delete all but one row of each group.
     The survivors by id, each with its new key (not written yet)."""
-    groups: dict[str, list[dict]] = defaultdict(list)
+    groups: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         groups[new_key(row)].append(row)
-    survivors: dict[int, dict] = {}
+    survivors: dict[int, Row] = {}
     for key, group in groups.items():
         # The row already holding the key stays (its id is in links and URLs), else the oldest.
         group.sort(key=lambda row: (row[key_field] != key, row["id"]))
@@ -153,7 +156,7 @@ def _merge(
     return survivors
 
 
-def _rekey(model: Any, survivors: dict[int, dict], key_field: str) -> None:
+def _rekey(model: Any, survivors: dict[int, Row], key_field: str) -> None:
     """Give survivors their new keys; through a placeholder first, since one survivor's new key
     may be another's old one."""
     moving = [row for row in survivors.values() if row[key_field] != row["new_key"]]
@@ -163,7 +166,7 @@ def _rekey(model: Any, survivors: dict[int, dict], key_field: str) -> None:
         model.objects.filter(id=row["id"]).update(**{key_field: row["new_key"]})
 
 
-def _machine_identity(row: dict) -> dict:
+def _machine_identity(row: Row) -> normalize.HardwareIdentity:
     return normalize.hardware_identity(
         cpu=row["cpu_model"],
         gpu=row["gpu_model"],
@@ -204,8 +207,9 @@ def rederive_hardware(models: Models) -> int:
         fields = normalize.hardware_class_of(identity)
         if fields["key"] not in classes:
             classes[fields["key"]] = ensure_class(models.hardware_class, fields).id
+        stored: Mapping[str, object] = identity  # read by the names the columns have
         for name in HARDWARE_FIELDS:
-            setattr(machine, name, identity[name])
+            setattr(machine, name, stored[name])
         machine.hardware_class_id = classes[fields["key"]]
         changed.append(machine)
     models.hardware.objects.bulk_update(
@@ -214,7 +218,7 @@ def rederive_hardware(models: Models) -> int:
     return len(changed)
 
 
-def _stack_fields(row: dict) -> dict:
+def _stack_fields(row: Row) -> Row:
     # "method" joined the identity later (runs 0010): earlier migrations' models lack it.
     return {name: row[name] for name in (*STACK_FIELDS, "method") if name in row}
 
@@ -284,7 +288,7 @@ def assign_run_classes(models: Models) -> None:
             chosen.filter(id__gte=start, id__lt=end).update(hardware_class_id=class_id)
 
 
-def rederive_all(apps) -> None:
+def rederive_all(apps: Apps) -> None:
     """What the data migration does: machines, stacks, run classes, then every lane."""
     from runs.lanes import LaneModels, refresh_lanes
 

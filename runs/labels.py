@@ -18,17 +18,27 @@ SHORT_DIGEST = 8
 
 
 class Labelled(Protocol):
-    """What a stack needs for its labels (runs.models.Stack has all of it)."""
+    """What a stack needs for its labels (runs.models.Stack has all of it). Read-only
+    members, so that a model's fields and its `label` property both satisfy them."""
 
-    pk: Any
-    label: str
-    harness: str
-    context_length: int | None
-    kv_cache_type: str
-    draft_model: str
-    model_sha256: str
-    launch_settings: dict
-    comparability_key: str
+    @property
+    def pk(self) -> Any: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def harness(self) -> str: ...
+    @property
+    def context_length(self) -> int | None: ...
+    @property
+    def kv_cache_type(self) -> str: ...
+    @property
+    def draft_model(self) -> str: ...
+    @property
+    def model_sha256(self) -> str: ...
+    @property
+    def launch_settings(self) -> dict[str, Any]: ...
+    @property
+    def comparability_key(self) -> str: ...
 
 
 def context_text(tokens: int | None) -> str:
@@ -102,7 +112,7 @@ def distinct_labels(stacks: Iterable[Labelled]) -> list[str]:
     """
     items = list(stacks)
     groups: dict[str, list[Labelled]] = defaultdict(list)
-    seen: set = set()
+    seen: set[Any] = set()
     for stack in items:
         if stack.pk not in seen:
             seen.add(stack.pk)

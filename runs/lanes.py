@@ -4,6 +4,10 @@ A lane is computed from the stack's published runs with one query per batch of s
 one for the attempts), grouped here. Speed figures belong to their hardware class; the pooled
 lane (no class) carries quality only, which does not depend on the machine.
 
+`aggregate` is the one rule for a lane's figures, its best run and its counts: the stored lanes
+use it, and so do the pages that read runs themselves (runs.lane_rows) and the run-filtered
+boards (leaderboard.rows).
+
 The functions take the model classes (LaneModels) so that the data migration can run them on
 its historical models; runs.services passes the live ones (so this module imports no model).
 """
@@ -11,7 +15,7 @@ its historical models; runs.services passes the live ones (so this module import
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,8 +44,11 @@ class LaneModels:
     hardware_class: Any
 
 
-@dataclass
-class _Row:
+@dataclass(frozen=True, slots=True)
+class LaneRun:
+    """One counted run as its lane reads it: from the stored runs (refresh_lanes), a row of run
+    values (runs.lane_rows) or a run-filtered board's tuple (leaderboard.rows)."""
+
     id: int
     overall: float | None
     quality: float | None
@@ -49,7 +56,56 @@ class _Row:
     prefill: float | None
     ttft: float | None
     started_at: datetime
-    submitter: tuple[str, object]
+    # Who uploaded it, counted once per lane; None is not counted.
+    submitter: Hashable | None = None
+    # The caller's own record of the run, handed back as the lane's best.
+    source: Any = None
+
+
+@dataclass(frozen=True)
+class LaneFigures:
+    """A lane's figures from its counted runs (`aggregate`)."""
+
+    runs: int
+    submitters: int
+    best: LaneRun
+    best_score: float | None  # the best run's best_figure
+    figures: dict[str, Interval]  # every name of FIGURES; Interval(0) where not computed
+
+
+def best_figure(scale: str, *, pooled: bool) -> str:
+    """The figure a lane's best run is picked by (runs.models.Lane.best_score): decode speed on
+    the speed-only scale, quality on the pooled lane (speed differs between machines), and the
+    overall score otherwise, as runs.services picks a stack's best run."""
+    if scale == "speed":
+        return "decode"
+    return "quality" if pooled else "overall"
+
+
+def aggregate(
+    runs: Sequence[LaneRun], *, scale: str, pooled: bool, figures: Iterable[str] = FIGURES
+) -> LaneFigures:
+    """A lane's figures from its counted runs (at least one): each of `figures` is its runs'
+    median with its interval (runs.figures.Interval), the others are Interval(0); the best run
+    has the highest best_figure, ties going to the newest run, then the lowest id."""
+    attribute = best_figure(scale, pooled=pooled)
+
+    def order(run: LaneRun) -> tuple[bool, float, float, int]:
+        value = getattr(run, attribute)
+        return (value is None, -(value or 0.0), -run.started_at.timestamp(), run.id)
+
+    best = min(runs, key=order)
+    wanted = set(figures)
+    return LaneFigures(
+        runs=len(runs),
+        submitters=len({run.submitter for run in runs if run.submitter is not None}),
+        best=best,
+        best_score=getattr(best, attribute),
+        figures={
+            name: Interval.of(getattr(run, name) for run in runs) if name in wanted else Interval(0)
+            for name in FIGURES
+        },
+    )
 
 
 def version_column(score_scale: str) -> str:
@@ -60,8 +116,11 @@ def version_column(score_scale: str) -> str:
     return "speed_version" if score_scale == "speed" else "benchmark_version"
 
 
-def run_lane_version(run: Any) -> str:
-    """The version a stored run's lanes are keyed by."""
+def lane_version(run: Any) -> str:
+    """The version a run's lanes are keyed by (version_column), of a stored Run or of a row of
+    its values (a mapping with score_scale and the version fields)."""
+    if isinstance(run, Mapping):
+        return run.get(version_column(run["score_scale"])) or ""
     return getattr(run, version_column(run.score_scale)) or ""
 
 
@@ -162,7 +221,7 @@ FIELDS = (
 )
 
 
-def _grouped_rows(ids: list[int], models: LaneModels) -> dict[LaneKey, list[_Row]]:
+def _grouped_rows(ids: list[int], models: LaneModels) -> dict[LaneKey, list[LaneRun]]:
     """Each lane's counted runs: every run in its class's lane, scored ones also pooled."""
     rows = (
         counted_runs(models.run)
@@ -191,10 +250,12 @@ def _grouped_rows(ids: list[int], models: LaneModels) -> dict[LaneKey, list[_Row
         .order_by()
         .iterator(chunk_size=5000)
     )
-    grouped: dict[LaneKey, list[_Row]] = defaultdict(list)
-    for stack, klass, scale, version, *figures, started, user, name in rows:
+    grouped: dict[LaneKey, list[LaneRun]] = defaultdict(list)
+    for stack, klass, scale, version, run_id, overall, quality, *speed, started, user, name in rows:
         # Counted as Stack.submitter_count counts them: accounts, and imported names.
-        row = _Row(*figures, started, ("user", user) if user is not None else ("name", name))
+        who = ("user", user) if user is not None else ("name", name) if name is not None else None
+        decode, prefill, ttft = speed
+        row = LaneRun(run_id, overall, quality, decode, prefill, ttft, started, who)
         if klass is not None:
             grouped[(stack, klass, scale, version)].append(row)
         if scale in SCORED:
@@ -220,37 +281,18 @@ def _attempts(ids: list[int], models: LaneModels) -> dict[LaneKey, int]:
     return counts
 
 
-def _best(key: LaneKey, rows: list[_Row]) -> tuple[_Row, float | None]:
-    """The lane's best run and the value it ranks by (see runs.models.Lane.best_score)."""
-    if key[1] is None:
-        attribute = "quality"  # pooled: quality alone, speed differs between machines
-    elif key[2] == "speed":
-        attribute = "decode"
-    else:
-        attribute = "overall"
-
-    def order(row: _Row) -> tuple:
-        value = getattr(row, attribute)
-        return (value is None, -(value or 0.0), -row.started_at.timestamp(), row.id)
-
-    best = min(rows, key=order)
-    return best, getattr(best, attribute)
-
-
-def _figures(key: LaneKey, rows: list[_Row], attempts: int, *, speed: bool) -> dict:
+def _figures(key: LaneKey, rows: list[LaneRun], attempts: int, *, speed: bool) -> dict[str, Any]:
     """A lane's fields from its counted runs (speed figures only where `speed`)."""
-    best, score = _best(key, rows)
+    names = FIGURES if speed else tuple(n for n in FIGURES if n not in SPEED_FIGURES)
+    found = aggregate(rows, scale=key[2], pooled=key[1] is None, figures=names)
     figures: dict[str, Any] = {
-        "run_count": len(rows),
-        "submitter_count": len({row.submitter for row in rows if row.submitter[1] is not None}),
-        "attempt_count": max(attempts, len(rows)),
-        "best_run_id": best.id,
-        "best_score": score,
+        "run_count": found.runs,
+        "submitter_count": found.submitters,
+        "attempt_count": max(attempts, found.runs),
+        "best_run_id": found.best.id,
+        "best_score": found.best_score,
     }
-    for name in FIGURES:
-        found = Interval(0)
-        if name not in SPEED_FIGURES or speed:
-            found = Interval.of(getattr(row, name) for row in rows)
+    for name, interval in found.figures.items():
         for part in ("median", "low", "high"):
-            figures[f"{name}_{part}"] = getattr(found, part)
+            figures[f"{name}_{part}"] = getattr(interval, part)
     return figures

@@ -10,10 +10,12 @@ it would otherwise have to copy a number, so the schema, the parser and the colu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import fields as dataclass_fields
+from datetime import datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import jsonschema_rs
 from django.apps import apps
@@ -51,25 +53,31 @@ _STORED_AS: dict[str, Callable[[str], str]] = {
 }
 
 
-def column(label: str) -> models.Field:
+def column(label: str) -> models.Field[Any, Any]:
     """The model field that "app.Model.field" names."""
     app_label, model_name, field_name = label.split(".")
-    return apps.get_model(app_label, model_name)._meta.get_field(field_name)
+    field = apps.get_model(app_label, model_name)._meta.get_field(field_name)
+    if not isinstance(field, models.Field):  # a reverse relation or a generic key
+        raise ValueError(f"{label} is not a column")
+    return field
 
 
 def max_length(model: type[models.Model], name: str) -> int:
-    length = model._meta.get_field(name).max_length
+    field = model._meta.get_field(name)
+    length = field.max_length if isinstance(field, models.Field) else None
     if length is None:
         raise ValueError(f"{model.__name__}.{name} has no max_length")
     return length
 
 
-def integer_range(field: models.Field) -> tuple[int | None, int | None]:
+def integer_range(field: models.Field[Any, Any]) -> tuple[int | None, int | None]:
     """The smallest and largest value the database column holds (None: unbounded)."""
     return connection.ops.integer_field_range(field.get_internal_type())
 
 
 _LENGTH, _INTEGER, _MOMENT = "length", "integer", "moment"
+# (record attribute, column name, kind, low, high): what one column holds.
+_Rule = tuple[str, str, str, int | None, int | None]
 # A machine's record names its values otherwise than the hardware columns they end up in
 # (after normalisation, which never makes a name longer).
 _HARDWARE_COLUMNS = {
@@ -81,12 +89,12 @@ _HARDWARE_COLUMNS = {
 
 
 @cache
-def _rules(model: type[models.Model], record_type: type) -> tuple[tuple, ...]:
+def _rules(model: type[models.Model], record_type: type) -> tuple[_Rule, ...]:
     """(record attribute, column name, kind, low, high) for the model's columns that the
     record type carries: worked out once, since every stored task and trial is checked."""
     renamed = _HARDWARE_COLUMNS if record_type is HardwareRecord else {}
     names = {renamed.get(f.name, f.name): f.name for f in dataclass_fields(record_type)}
-    rules = []
+    rules: list[_Rule] = []
     for field in model._meta.concrete_fields:
         attribute = names.get(field.name)
         if attribute is None:
@@ -101,20 +109,26 @@ def _rules(model: type[models.Model], record_type: type) -> tuple[tuple, ...]:
 
 
 def _problem(kind: str, low: int | None, high: int | None, value: object) -> str:
-    if kind == _LENGTH:
-        return f"is longer than {high} characters" if len(value) > high else ""  # type: ignore[arg-type]
-    if kind == _INTEGER:
-        if low is not None and value < low:  # type: ignore[operator]
+    # The record types hold a str for a character column, a number for an integer one and
+    # a datetime for a moment (their dataclass fields say so).
+    if kind == _LENGTH and isinstance(value, str):
+        return f"is longer than {high} characters" if high is not None and len(value) > high else ""
+    if kind == _INTEGER and isinstance(value, int | float):
+        if low is not None and value < low:
             return f"must be at least {low}, got {value}"
-        if high is not None and value > high:  # type: ignore[operator]
+        if high is not None and value > high:
             return f"must be at most {high}, got {value}"
         return ""
-    return bounds.moment_problem(value)  # type: ignore[arg-type]
+    if kind == _MOMENT and isinstance(value, datetime):
+        return bounds.moment_problem(value)
+    return ""
 
 
 def _first_problem(model: type[models.Model], obj: object) -> tuple[str, str] | None:
     """(column, problem) for the first of obj's values that its column cannot hold."""
-    for attribute, column_name, kind, low, high in _rules(model, type(obj)):
+    # (Named `type`: mypy reads type(obj) of an `object` as unhashable for the cache.)
+    record_type: type = type(obj)
+    for attribute, column_name, kind, low, high in _rules(model, record_type):
         value = getattr(obj, attribute)
         if value is None or value == "":
             continue
@@ -126,7 +140,7 @@ def _first_problem(model: type[models.Model], obj: object) -> tuple[str, str] | 
     return None
 
 
-def _path(prefix: str, found: tuple[str, str], sources: dict) -> tuple[str, str]:
+def _path(prefix: str, found: tuple[str, str], sources: dict[str, str]) -> tuple[str, str]:
     column_name, problem = found
     if column_name in sources:
         # The path names where it was read from: say which value it was.
@@ -151,7 +165,8 @@ def record_problems(
     from runs.models import Hardware, Run, SpeedSample, Stack, SuiteResult, TaskResult
 
     sources = record.sources
-    for model in (Run, Stack, *owners):
+    checked: tuple[type[models.Model], ...] = (Run, Stack, *owners)
+    for model in checked:
         if found := _first_problem(model, record):
             yield _path("", found, sources)
     params = normalize.parse_model(record.model_id)["params_b"]
@@ -183,8 +198,8 @@ def record_problems(
                     yield _path(f"{trials}[{s_index}].", found, {})
 
 
-def _duplicates(values: Iterable, path: str, what: str) -> Iterator[tuple[str, str]]:
-    seen: set = set()
+def _duplicates(values: Iterable[Hashable], path: str, what: str) -> Iterator[tuple[str, str]]:
+    seen: set[Hashable] = set()
     for value in values:
         if value in seen:
             yield path, f"{what} {str(value)[:60]!r} appears more than once"
@@ -206,10 +221,10 @@ def records_problem(
 
 
 @cache
-def upload_schema() -> dict:
+def upload_schema() -> dict[str, Any]:
     """The published upload schema: the file, with every `x-column` turned into the bounds of
     that column (intersected with any tighter bound the file states)."""
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
     _resolve_columns(schema)
     return schema
 
@@ -248,7 +263,7 @@ def _validator() -> jsonschema_rs.Validator:
     return jsonschema_rs.validator_for(upload_schema())
 
 
-def schema_errors(bundle: dict, limit: int = 50) -> list[dict]:
+def schema_errors(bundle: dict[str, Any], limit: int = 50) -> list[dict[str, str]]:
     """Every violation of the upload schema, as {path, message}, once each, in document order.
 
     jsonschema-rs answers a valid 30 KB bundle in well under a millisecond; only an invalid

@@ -7,9 +7,8 @@ repository bug fixes, multi-step tool use in a workspace, one long-horizon task.
 
 from __future__ import annotations
 
-from worker.engine.harnesses import FORMATS, LEGACY_NAMES, canonical, is_program
-from worker.engine.matrix.programs import PROGRAMS
-from worker.engine.matrix.suite import matrix_suites
+from worker.rules.harnesses import FORMATS, LEGACY_NAMES, PROGRAM_NAMES, canonical, is_program
+from worker.rules.profiles import matrix_suites
 
 MATRIX_SUITES = matrix_suites()
 SUITE_LABELS = {
@@ -18,7 +17,6 @@ SUITE_LABELS = {
     "matrix_long": "Long task",
 }
 BASELINE = "raw"
-PROGRAM_NAMES = tuple(PROGRAMS)
 FORMAT_NAMES = tuple(name for name in FORMATS if name != BASELINE)
 
 __all__ = [

@@ -97,7 +97,7 @@ _SPEED_VERSION = re.compile(r"[A-Za-z0-9._+-]{1,20}")
 
 def speed_version(method: str, source_format: str, declared: str = "") -> str:
     """The version of the way a run's speed was measured: what our engine's bundle declares
-    (worker.engine.scoring.SPEED_METHOD_VERSION), else its format's, else the first ("1");
+    (worker.rules.scoring.SPEED_METHOD_VERSION), else its format's, else the first ("1");
     "" for other tools' methods, which their method key already names."""
     if (method or DEFAULT_METHOD) != DEFAULT_METHOD:
         return ""
@@ -139,7 +139,7 @@ def provenance_url(provenance: object) -> str:
     if not isinstance(provenance, dict):
         return ""
     repository, commit, path = (provenance.get(k) for k in ("repository", "commit", "path"))
-    if not all(isinstance(v, str) for v in (repository, commit, path)):
+    if not (isinstance(repository, str) and isinstance(commit, str) and isinstance(path, str)):
         return ""
     if not (
         _REPOSITORY.fullmatch(repository) and _COMMIT.fullmatch(commit) and _PATH.fullmatch(path)

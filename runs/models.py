@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, Unpack
 
 from django.db import models
 from django.db.models import Q
@@ -14,6 +15,9 @@ from runs.lanes import version_column
 from runs.results import SpeedSample as SpeedSample
 from runs.results import SuiteResult as SuiteResult
 from runs.results import TaskResult as TaskResult
+
+# Stack.model_family's column: a family guessed from a model id is cut to it.
+MODEL_FAMILY_LENGTH = 100
 
 
 class HardwareKind(models.TextChoices):
@@ -60,10 +64,11 @@ class HardwareClass(models.Model):
         return self.kind != HardwareKind.UNKNOWN
 
     @classmethod
-    def for_fields(cls, fields: dict) -> HardwareClass:
+    def for_fields(cls, fields: Mapping[str, Any]) -> HardwareClass:
         """The class with these fields (runs.normalize.hardware_class_of and friends), created
         the first time it is seen."""
-        return identities.ensure_class(cls, fields)
+        found: HardwareClass = identities.ensure_class(cls, fields)
+        return found
 
 
 class Hardware(models.Model):
@@ -105,7 +110,7 @@ class Hardware(models.Model):
         'CPU only: AMD EPYC 7763 · 512 GB'."""
         return normalize.hardware_class_of(self.identity_fields())["label"]
 
-    def identity_fields(self) -> dict:
+    def identity_fields(self) -> dict[str, Any]:
         """The normalised fields its class is derived from (runs.normalize.hardware_class_of)."""
         return {
             name: getattr(self, name)
@@ -121,15 +126,16 @@ class Hardware(models.Model):
         }
 
     @classmethod
-    def for_identity(cls, **fields) -> Hardware:
+    def for_identity(cls, **fields: Unpack[normalize.MachineDescription]) -> Hardware:
         """The machine with this description and its class, each created the first time."""
         identity = normalize.hardware_identity(**fields)
-        key = identity.pop("canonical_key")
+        key = identity["canonical_key"]
         hardware = cls.objects.filter(canonical_key=key).select_related("hardware_class").first()
         if hardware is None:
             hardware_class = HardwareClass.for_fields(normalize.hardware_class_of(identity))
+            row = {name: value for name, value in identity.items() if name != "canonical_key"}
             hardware, _ = cls.objects.get_or_create(
-                canonical_key=key, defaults={**identity, "hardware_class": hardware_class}
+                canonical_key=key, defaults={**row, "hardware_class": hardware_class}
             )
         if hardware.hardware_class_id is None:
             hardware.hardware_class = HardwareClass.for_fields(
@@ -161,7 +167,7 @@ class Stack(MeasuredBy, models.Model):
 
     comparability_key = models.CharField(max_length=64, unique=True)
     model_id = models.CharField(max_length=300)
-    model_family = models.CharField(max_length=100, blank=True)
+    model_family = models.CharField(max_length=MODEL_FAMILY_LENGTH, blank=True)
     params_b = models.FloatField(null=True, blank=True, help_text="parameters, in billions")
     param_bucket = models.CharField(max_length=10, blank=True)
     quantization = models.CharField(max_length=40, blank=True)
@@ -223,13 +229,13 @@ class Stack(MeasuredBy, models.Model):
         return labels.distinct_labels(stacks)
 
     @classmethod
-    def for_identity(cls, **fields) -> Stack:
+    def for_identity(cls, **fields: Unpack[normalize.StackDescription]) -> Stack:
         key = normalize.stack_identity(**fields)
         parsed = normalize.parse_model(fields["model_id"])
         defaults = {
             "model_id": parsed["model_id"],
             # A guess from the id; one that does not fit its column is cut, not an error.
-            "model_family": parsed["family"][: cls._meta.get_field("model_family").max_length],
+            "model_family": parsed["family"][:MODEL_FAMILY_LENGTH],
             "params_b": parsed["params_b"],
             "param_bucket": normalize.param_bucket(parsed["params_b"]),
             "quantization": normalize.normalise_quant(fields["quantization"]),
@@ -292,7 +298,7 @@ SPEED_METRICS = ("decode_tps", "prefill_tps", "ttft_ms")
 SPEED_STATS = ("median", "mean", "stdev", "p5", "p95", "peak")
 
 
-class RunQuerySet(models.QuerySet):
+class RunQuerySet(models.QuerySet["Run"]):
     def published(self) -> RunQuerySet:
         """Approved and public: the only runs any public page may show."""
         return self.filter(published=True)
@@ -360,7 +366,7 @@ class Run(MeasuredBy, models.Model):
     manifest_hash = models.CharField(max_length=80, blank=True)
     coverage_score = models.FloatField(null=True, blank=True)
     comparable = models.BooleanField(default=False)
-    # Why a run is not ranked with its peers (worker.engine.comparability), shown on its page.
+    # Why a run is not ranked with its peers (worker.rules.comparability), shown on its page.
     noncomparable_reasons = models.JSONField(default=list, blank=True)
     # "clear", "contended" or "unknown": other load on the machine while it was measured.
     contention_status = models.CharField(max_length=12, blank=True)
@@ -592,5 +598,5 @@ class Lane(models.Model):
         ]
 
     def __str__(self) -> str:
-        where = self.hardware_class.label if self.hardware_class_id else "all hardware"
+        where = self.hardware_class.label if self.hardware_class is not None else "all hardware"
         return f"{self.stack} on {where}"

@@ -5,9 +5,79 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
 
 from runs.methods import DEFAULT_METHOD
+
+
+class MachineDescription(TypedDict):
+    """A machine as a run describes it: hardware_identity's arguments."""
+
+    cpu: str
+    gpu: str
+    gpu_count: int
+    vram_gb: float | None
+    ram_gb: float | None
+    os_name: str
+    memory_channels: NotRequired[int | None]
+    vendor: NotRequired[str]
+
+
+class StackDescription(TypedDict):
+    """A stack as a run describes it: stack_identity's arguments."""
+
+    model_id: str
+    quantization: str
+    model_sha256: str
+    engine: str
+    harness: str
+    context_length: int | None
+    kv_cache_type: str
+    draft_model: str
+    launch_settings: Mapping[str, Any] | None
+    method: NotRequired[str]
+
+
+class HardwareIdentity(TypedDict):
+    """A normalised machine: Hardware's fields and its canonical key (hardware_identity)."""
+
+    cpu_model: str
+    gpu_model: str
+    gpu_vendor: str
+    gpu_count: int
+    vram_gb: float | None
+    ram_gb: float | None
+    memory_channels: int | None
+    os: str
+    accelerator: str
+    canonical_key: str
+    vram_bucket: str
+    ram_bucket: str
+
+
+class HardwareClassFields(TypedDict):
+    """A hardware class as HardwareClass stores it (hardware_class_of and friends)."""
+
+    kind: str
+    key: str
+    slug: str
+    label: str
+    vendor: str
+    chip: str
+    count: int
+    memory_gb: float | None
+    memory_channels: int | None
+
+
+class ParsedModel(TypedDict):
+    """What a model id says of itself (parse_model)."""
+
+    model_id: str
+    family: str
+    params_b: float | None
+    quantization: str
+
 
 _TRADEMARKS = re.compile(r"\((?:r|tm|c)\)|™|®", re.IGNORECASE)
 _GPU_NOISE = re.compile(
@@ -93,7 +163,7 @@ def canonical_cpu(name: str) -> str:
     return _SPACES.sub(" ", text).strip(" -,")
 
 
-def bucket(value: float | None, bounds: list[tuple[float, str]], top: str) -> str:
+def bucket(value: float | None, bounds: Sequence[tuple[float, str]], top: str) -> str:
     if value is None or value <= 0:
         return ""
     for upper, label in bounds:
@@ -148,7 +218,7 @@ def hardware_identity(
     os_name: str,
     memory_channels: int | None = None,
     vendor: str = "",
-) -> dict:
+) -> HardwareIdentity:
     """Every normalised field of a hardware identity, plus its canonical key.
 
     `gpu` may list several cards ("A, B", as the v3 CLI writes them); `vram_gb` is all cards'
@@ -174,32 +244,33 @@ def hardware_identity(
     vram = round(float(vram_gb), 1) if vram_gb else None
     ram = float(round(ram_gb)) if ram_gb else None
     channels = int(memory_channels) if memory_channels else None
-    identity = {
-        "cpu_model": cpu_name,
-        "gpu_model": gpu_name,
-        "gpu_vendor": vendor,
-        "gpu_count": count,
-        "vram_gb": vram,
-        "ram_gb": ram,
-        "memory_channels": channels,
-        "os": _os_family(os_name),
-        "accelerator": ACCELERATOR_FOR_VENDOR.get(vendor, "cpu") if gpu_name else "cpu",
-    }
+    os_family = _os_family(os_name)
+    accelerator = ACCELERATOR_FOR_VENDOR.get(vendor, "cpu") if gpu_name else "cpu"
     key_parts = [
-        slug(identity["gpu_model"]) or "no-gpu",
+        slug(gpu_name) or "no-gpu",
         str(count),
         f"{vram:g}" if vram else "-",
         slug(cpu_name) or "-",
         f"{ram:g}" if ram else "-",
-        identity["os"] or "-",
-        identity["accelerator"],
+        os_family or "-",
+        accelerator,
     ]
     if channels:  # only where known, so that machines recorded without it keep their key
         key_parts.append(f"ch{channels}")
-    identity["canonical_key"] = "|".join(key_parts)[:255]
-    identity["vram_bucket"] = vram_bucket(vram)
-    identity["ram_bucket"] = ram_bucket(ram)
-    return identity
+    return HardwareIdentity(
+        cpu_model=cpu_name,
+        gpu_model=gpu_name,
+        gpu_vendor=vendor,
+        gpu_count=count,
+        vram_gb=vram,
+        ram_gb=ram,
+        memory_channels=channels,
+        os=os_family,
+        accelerator=accelerator,
+        canonical_key="|".join(key_parts)[:255],
+        vram_bucket=vram_bucket(vram),
+        ram_bucket=ram_bucket(ram),
+    )
 
 
 # Sizes memory is sold in: a reported size is rounded up to the next one (NVML and the OS
@@ -285,7 +356,7 @@ def _class_slug(*parts: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", " ".join(parts).lower()).strip("-")[:120]
 
 
-def hardware_class_of(machine: Mapping) -> dict:
+def hardware_class_of(machine: Mapping[str, Any]) -> HardwareClassFields:
     """The hardware class a normalised machine belongs to: HardwareClass's fields.
 
     `machine` holds hardware_identity's fields (a stored Hardware row's values will do):
@@ -352,11 +423,30 @@ def hardware_class_of(machine: Mapping) -> dict:
     )
 
 
-def _hw_class(**fields) -> dict:
-    defaults = {"vendor": "", "chip": "", "count": 1, "memory_gb": None, "memory_channels": None}
-    fields = defaults | fields
+def _hw_class(
+    *,
+    kind: str,
+    key: str,
+    slug: str,
+    label: str,
+    vendor: str = "",
+    chip: str = "",
+    count: int = 1,
+    memory_gb: float | None = None,
+    memory_channels: int | None = None,
+) -> HardwareClassFields:
     # Cut to HardwareClass's columns: a long CPU name must not make a run unstorable.
-    return fields | {k: fields[k][:n] for k, n in (("key", 255), ("label", 200), ("chip", 200))}
+    return HardwareClassFields(
+        kind=kind,
+        key=key[:255],
+        slug=slug,
+        label=label[:200],
+        vendor=vendor,
+        chip=chip[:200],
+        count=count,
+        memory_gb=memory_gb,
+        memory_channels=memory_channels,
+    )
 
 
 def hardware_class(
@@ -369,7 +459,7 @@ def hardware_class(
     os_name: str,
     memory_channels: int | None = None,
     vendor: str = "",
-) -> dict:
+) -> HardwareClassFields:
     """The hardware class of a machine described as hardware_identity takes it."""
     return hardware_class_of(
         hardware_identity(
@@ -385,7 +475,7 @@ def hardware_class(
     )
 
 
-def remote_class(provider: str) -> dict:
+def remote_class(provider: str) -> HardwareClassFields:
     """The class of runs against a remote or cloud endpoint, whose hardware nobody saw: one per
     provider. The endpoint's host is never part of it (uploads leave it out as private)."""
     name = engine_from_provider(provider) if provider else ""
@@ -399,7 +489,7 @@ def remote_class(provider: str) -> dict:
     )
 
 
-def unknown_class() -> dict:
+def unknown_class() -> HardwareClassFields:
     """The class of local runs whose files recorded no hardware at all (older exports)."""
     return _hw_class(
         kind="unknown", key="unknown", slug="unknown-hardware", label="Unknown hardware", count=0
@@ -443,7 +533,7 @@ def normalise_model_id(model_id: str) -> str:
     return text
 
 
-def parse_model(model_id: str) -> dict:
+def parse_model(model_id: str) -> ParsedModel:
     """Family, parameter count (billions) and quantization guessed from a model id."""
     norm = normalise_model_id(model_id)
     name = norm.rsplit("/", 1)[-1].lower()
@@ -455,12 +545,12 @@ def parse_model(model_id: str) -> dict:
             1000 if params_match.group(2).lower() == "m" else 1
         )
     family_match = _FAMILY.match(name)
-    return {
-        "model_id": norm,
-        "family": family_match.group(1).rstrip(".") if family_match else "",
-        "params_b": params_b,
-        "quantization": normalise_quant(quant_match.group(1)) if quant_match else "",
-    }
+    return ParsedModel(
+        model_id=norm,
+        family=family_match.group(1).rstrip(".") if family_match else "",
+        params_b=params_b,
+        quantization=normalise_quant(quant_match.group(1)) if quant_match else "",
+    )
 
 
 def normalise_quant(quant: str) -> str:
@@ -496,7 +586,7 @@ def normalise_digest(digest: str) -> str:
     return match.group(1) if match else text
 
 
-def normalise_launch_settings(settings: dict | None) -> dict:
+def normalise_launch_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Launch settings as they enter a stack's identity: unset values (None, "") are left out,
     so a setting that was not recorded and one recorded as empty are the same stack."""
     return {
@@ -516,7 +606,7 @@ def stack_identity(
     context_length: int | None,
     kv_cache_type: str,
     draft_model: str,
-    launch_settings: dict | None,
+    launch_settings: Mapping[str, Any] | None,
     method: str = DEFAULT_METHOD,
 ) -> str:
     """The comparability key: runs with the same key measured the same thing. It covers

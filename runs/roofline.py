@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from runs import model_sizes, normalize
 from runs.accelerators import Accelerator, Catalog
@@ -289,7 +291,7 @@ LAYER_SPLIT_ENGINES = ("llama.cpp", "ollama", "lm studio", "lmstudio", "llamafil
 ONE_GPU_ENGINES = ("vllm", "sglang")
 
 
-def split_mode(settings: dict | None, engine: str) -> tuple[str, str]:
+def split_mode(settings: Mapping[str, Any] | None, engine: str) -> tuple[str, str]:
     """(LAYER, TENSOR or UNKNOWN_SPLIT, why) for a multi-GPU run from its launch settings
     (split_mode, tensor_parallel) or its engine's default."""
     settings = settings or {}

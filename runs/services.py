@@ -5,6 +5,7 @@ Storing a run with its submission is submissions.intake.store_runs, the one writ
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Count, F, Q
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from core import pagecache as board_cache
 from runs import lanes, methods, normalize
-from runs.importers.records import RunRecord
+from runs.importers.records import HardwareRecord, RunRecord
 from runs.models import (
     SPEED_METRICS,
     SPEED_STATS,
@@ -82,22 +83,21 @@ def _identity_keys(record: RunRecord) -> tuple[str, str]:
     ] if machine else ""
 
 
-def machine_identity(record: RunRecord) -> dict | None:
+def machine_identity(record: RunRecord) -> normalize.HardwareIdentity | None:
     """The normalised machine a record names (Hardware's fields and its canonical key), or
     None when it names none (a remote endpoint's run)."""
     if record.hardware is None:
         return None
-    return normalize.hardware_identity(**_hardware_fields(record))
+    return normalize.hardware_identity(**_hardware_fields(record.hardware))
 
 
 def _hardware_for(record: RunRecord) -> Hardware | None:
     if record.hardware is None:
         return None
-    return Hardware.for_identity(**_hardware_fields(record))
+    return Hardware.for_identity(**_hardware_fields(record.hardware))
 
 
-def _hardware_fields(record: RunRecord) -> dict:
-    hw = record.hardware
+def _hardware_fields(hw: HardwareRecord) -> normalize.MachineDescription:
     return {
         "cpu": hw.cpu,
         "gpu": hw.gpu,
@@ -109,7 +109,7 @@ def _hardware_fields(record: RunRecord) -> dict:
     }
 
 
-def _stack_fields(record: RunRecord) -> dict:
+def _stack_fields(record: RunRecord) -> normalize.StackDescription:
     return {
         "model_id": record.model_id,
         "quantization": record.quantization,
@@ -196,7 +196,7 @@ def new_run(
     )
 
 
-def machineless_class_fields(record: RunRecord) -> dict:
+def machineless_class_fields(record: RunRecord) -> normalize.HardwareClassFields:
     """The class of a run no machine was recorded for: a remote endpoint's (by provider) when
     it was scored remotely, else unknown hardware."""
     if record.scoring_mode == ScoringMode.REMOTE:
@@ -206,7 +206,7 @@ def machineless_class_fields(record: RunRecord) -> dict:
 
 def _machineless_class(record: RunRecord, class_ids: dict[str, int] | None) -> int:
     fields = machineless_class_fields(record)
-    cache = {} if class_ids is None else class_ids
+    cache: dict[str, int] = {} if class_ids is None else class_ids
     if fields["key"] not in cache:
         cache[fields["key"]] = HardwareClass.for_fields(fields).pk
     return cache[fields["key"]]
@@ -281,7 +281,7 @@ def _refresh_stack_rows(ids: list[int]) -> int:
 
 
 def refresh_stale_stack_stats(*, older_than_hours: int = 24, limit: int = 5000) -> int:
-    cutoff = timezone.now() - timezone.timedelta(hours=older_than_hours)
+    cutoff = timezone.now() - timedelta(hours=older_than_hours)
     ids = list(
         Stack.objects.filter(Q(stats_refreshed_at__lt=cutoff) | Q(stats_refreshed_at=None))
         .order_by("stats_refreshed_at")

@@ -17,18 +17,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict, cast
 
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 
 from runs import methods, roofline
 from runs.figures import Interval
-from runs.lanes import counted_runs, run_lane_version
-from runs.models import Run, ScoreScale, Stack
+from runs.lanes import counted_runs, lane_version
+from runs.models import Run, RunQuerySet, ScoreScale, Stack
+
+if TYPE_CHECKING:  # a type of django-stubs, a development dependency
+    from django_stubs_ext import WithAnnotations
 
 # What a lane ranks by (runs.lanes: a hardware lane's best_score): the overall score on the
 # scored scales, the decode rate on the speed-only scale. Higher is better for both.
-RANKED_BY = {
+RANKED_BY: dict[str, tuple[str, str, str]] = {
     ScoreScale.V3: ("overall", "overall score", ""),
     ScoreScale.V2: ("overall", "overall score", ""),
     ScoreScale.SPEED_ONLY: ("decode", "decode speed", "tok/s"),
@@ -37,14 +42,14 @@ RANKED_BY = {
 SIMILAR_FACTOR = 1.5
 # A percentile needs this many figures, the run's included.
 MIN_PERCENTILE_N = 3
-SCALE_WORDS = {
+SCALE_WORDS: dict[str, str] = {
     ScoreScale.V3: "v3",
     ScoreScale.V2: "legacy v2",
     ScoreScale.SPEED_ONLY: "speed-only",
 }
 
 
-def _figure_expression(name: str):
+def _figure_expression(name: str) -> Combinable:
     if name == "decode":
         return Coalesce("decode_tps_median", "decode_tps_mean")
     return F("overall_score")
@@ -179,16 +184,25 @@ def standing_of(run: Run) -> Standing:
     return found
 
 
-def _peers(run: Run, name: str):
+class _Figure(TypedDict):
+    """What _peers annotates."""
+
+    figure: float | None
+
+
+def _peers(run: Run, name: str) -> QuerySet[WithAnnotations[Run, _Figure]]:
     """The counted runs of the run's class, scale and version with their figure, not the run."""
-    return (
-        counted_runs(Run)
-        .of_version(run.score_scale, run_lane_version(run))
+    counted: RunQuerySet = counted_runs(Run)  # (runs.lanes reads historical models too: Any)
+    # The annotation is _Figure by construction; django-stubs name the type they infer apart
+    # from any declared TypedDict (as leaderboard.queries.newest_approved says).
+    peers = cast(
+        "QuerySet[WithAnnotations[Run, _Figure]]",
+        counted.of_version(run.score_scale, lane_version(run))
         .filter(hardware_class_id=run.hardware_class_id)
         .exclude(pk=run.pk)
-        .annotate(figure=_figure_expression(name))
-        .filter(figure__isnull=False)
+        .annotate(figure=_figure_expression(name)),
     )
+    return peers.filter(figure__isnull=False)
 
 
 def _lane(run: Run, name: str, value: float) -> LaneStanding:

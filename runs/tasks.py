@@ -9,6 +9,7 @@ from django.core.cache import cache
 from django.db import connection, transaction
 
 from runs import services
+from worker.rules.logcontext import log_context
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +56,16 @@ def _forget_pending(key: str) -> None:
         log.warning("could not clear a pending stack refresh", exc_info=True)
 
 
-@shared_task(name="runs.refresh_stack_stats", soft_time_limit=120, time_limit=180)
+# Celery ships no type information (mypy.ini): its decorator is untyped.
+@shared_task(name="runs.refresh_stack_stats", soft_time_limit=120, time_limit=180)  # type: ignore[untyped-decorator]
 def refresh_stack_stats_task(stack_id: int) -> None:
-    # Cleared before reading: a change committed from now on queues a refresh of its own.
-    _forget_pending(_pending_key(stack_id))
-    services.refresh_stack_stats(stack_ids=[stack_id])
+    with log_context(stack_id=stack_id):
+        # Cleared before reading: a change committed from now on queues a refresh of its own.
+        _forget_pending(_pending_key(stack_id))
+        services.refresh_stack_stats(stack_ids=[stack_id])
 
 
-@shared_task(name="runs.refresh_stale_stack_stats", soft_time_limit=600, time_limit=660)
+@shared_task(name="runs.refresh_stale_stack_stats", soft_time_limit=600, time_limit=660)  # type: ignore[untyped-decorator]
 def refresh_stale_stack_stats_task() -> int:
     """Safety net behind the per-decision refresh: catch stacks a lost message left stale."""
     return services.refresh_stale_stack_stats()

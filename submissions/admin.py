@@ -15,7 +15,8 @@ from submissions.services import (
 class SuiteResultInline(admin.TabularInline):
     model = SuiteResult
     extra = 0
-    fields = ["suite", "score", "task_count", "pass_count", "fail_count", "median_latency_ms"]
+    # Tuples: the stubs' list types for these two differ, and a list is invariant.
+    fields = ("suite", "score", "task_count", "pass_count", "fail_count", "median_latency_ms")
     readonly_fields = fields
     can_delete = False
 
@@ -57,9 +58,20 @@ class RunAdmin(admin.ModelAdmin):
     date_hierarchy = "started_at"
     inlines = [SuiteResultInline]
     list_select_related = ["stack", "hardware"]
-    fields = ["visibility", "stack", "hardware", "hardware_class", "published", "is_verified"]
-    fields += ["score_scale", "overall_score", "quality_score", "comparable", "started_at"]
-    fields += ["flag_reasons"]
+    fields = (
+        "visibility",
+        "stack",
+        "hardware",
+        "hardware_class",
+        "published",
+        "is_verified",
+        "score_scale",
+        "overall_score",
+        "quality_score",
+        "comparable",
+        "started_at",
+        "flag_reasons",
+    )
     readonly_fields = [name for name in fields if name != "visibility"]
 
     @admin.display(description="flag reasons")

@@ -23,7 +23,7 @@ from core.throttling import AnonThrottle, UserThrottle
 from core.unavailable import NOTHING_SAVED, unavailable_response
 from runs.importers import FormatError, UnsupportedVersion
 from runs.importers.records import Unstorable, load_json
-from runs.importers.upgrade import check_versions, upgrade
+from runs.importers.upgrade import UpgradedRun, check_versions, upgrade
 from runs.limits import schema_errors, upload_schema_bytes
 from runs.models import Run
 from submissions import keys
@@ -38,6 +38,7 @@ from submissions.services import (
     start_device_authorization,
     submit_run,
 )
+from worker.rules.logcontext import bind_log_context, log_context
 
 DEVICE_CODE_LIFETIME_SECONDS = int(DEVICE_CODE_LIFETIME.total_seconds())
 
@@ -99,12 +100,12 @@ def read_json_body(request: Request) -> dict:
     return data
 
 
-def validate_upload(data: dict) -> tuple[dict, str, str]:
+def validate_upload(data: dict) -> UpgradedRun:
     """422 for unknown majors, 400 with every failing path for schema violations; else what
     upgrade(data) returns, for submit_run."""
     try:
         check_versions(data)
-        bundle, kind, bundle_visibility = upgrade(data)
+        upgraded = upgrade(data)
     except UnsupportedVersion as exc:
         raise ApiError(
             422,
@@ -116,15 +117,19 @@ def validate_upload(data: dict) -> tuple[dict, str, str]:
         raise ApiError(
             400, "invalid", exc.message, [{"path": exc.position, "message": exc.message}]
         ) from None
-    errors = schema_errors(bundle)
+    errors = schema_errors(upgraded.bundle)
     if errors:
-        prefix = "run." if kind == "envelope-v3" else ""
+        prefix = "run." if upgraded.original_format == "envelope-v3" else ""
         for error in errors:
             if error["path"] != "(body)":
                 error["path"] = prefix + error["path"]
         raise ApiError(400, "invalid", "The run does not match the upload schema.", errors)
     visibility = data.get("visibility", "public")
-    if kind == "envelope-v3" and visibility not in ("public", "unlisted", "private"):
+    if upgraded.original_format == "envelope-v3" and visibility not in (
+        "public",
+        "unlisted",
+        "private",
+    ):
         raise ApiError(
             400,
             "invalid",
@@ -136,7 +141,7 @@ def validate_upload(data: dict) -> tuple[dict, str, str]:
                 }
             ],
         )
-    return bundle, kind, bundle_visibility
+    return upgraded
 
 
 # The commit's answer was lost with the connection, and no other one could check.
@@ -157,22 +162,27 @@ def _store(
     looks for the run, and a stored run gets its answer after all.
     """
     upgraded = validate_upload(data)  # CPU only: no transaction (nor SQLite's lock) needed
-    outcome, body = None, None
-    try:
-        with transaction.atomic():
-            outcome = _submit(data, upgraded, **kwargs)
-            body = answer(outcome)
-    except (OperationalError, InterfaceError) as exc:
-        if body is None:  # raised inside the transaction: rolled back
-            return unavailable_response(request._request, exc, NOTHING_SAVED)
-        if outcome.created:
-            stored = _stored(outcome.submission.pk)
-            if stored is None:
-                return unavailable_response(request._request, exc, MAYBE_SAVED)
-            if not stored:
+    # The ids go on the lines of the commit too (what runs on it, an outage's answer), which
+    # come after submit_run's own binding has ended.
+    with log_context(client_run_id=upgraded.bundle.get("client_run_id") or None):
+        outcome, body = None, None
+        try:
+            with transaction.atomic():
+                outcome = _submit(data, upgraded, **kwargs)
+                submission = outcome.submission
+                bind_log_context(client_run_id=submission.client_run_id, run_id=submission.run_id)
+                body = answer(outcome)
+        except (OperationalError, InterfaceError) as exc:
+            if outcome is None or body is None:  # raised inside the transaction: rolled back
                 return unavailable_response(request._request, exc, NOTHING_SAVED)
-        # Stored (or a repeat, which wrote nothing): the answer built before the commit holds.
-    return body
+            if outcome.created:
+                stored = _stored(outcome.submission.pk)
+                if stored is None:
+                    return unavailable_response(request._request, exc, MAYBE_SAVED)
+                if not stored:
+                    return unavailable_response(request._request, exc, NOTHING_SAVED)
+            # Stored (or a repeat, which wrote nothing): the answer built before the commit holds.
+        return body
 
 
 def _stored(submission_id: int) -> bool | None:
@@ -184,7 +194,7 @@ def _stored(submission_id: int) -> bool | None:
         return None
 
 
-def _submit(data: dict, upgraded: tuple[dict, str, str], **kwargs) -> UploadOutcome:
+def _submit(data: dict, upgraded: UpgradedRun, **kwargs) -> UploadOutcome:
     try:
         return submit_run(payload=data, upgraded=upgraded, **kwargs)
     except UnsupportedVersion as exc:
@@ -286,7 +296,7 @@ class LegacySubmitView(APIView):
             )
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> Response | HttpResponse:
         data = read_json_body(request)
         # Behind the proxy, the client's address (NUM_PROXIES), not the proxy's: the same
         # helper the throttles use, so the key and the rate limit name the same uploader.

@@ -9,7 +9,6 @@ from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -29,7 +28,7 @@ from submissions.external import (
     read_hardware,
     submit_external,
 )
-from submissions.permissions import scope_required
+from submissions.permissions import KeyRequest, scope_required
 from submissions.services import SubmissionConflict, UploadOutcome
 
 
@@ -90,7 +89,7 @@ class ExternalUploadView(APIView):
             429: OpenApiResponse(description="throttled"),
         },
     )
-    def post(self, request: Request) -> Response | HttpResponse:
+    def post(self, request: KeyRequest) -> Response | HttpResponse:
         filename, content, hardware, source = _read_body(read_json_body(request))
         records = _parse(content, filename=filename, hardware=hardware, source=source)
         upload, answer = None, None
@@ -99,7 +98,7 @@ class ExternalUploadView(APIView):
                 upload = _store(records, request)
                 answer = _answer(upload)  # before the commit: nothing after it can fail
         except (OperationalError, InterfaceError) as exc:
-            if answer is None:  # raised inside the transaction: rolled back
+            if upload is None or answer is None:  # raised inside the transaction: rolled back
                 return unavailable_response(request._request, exc, NOTHING_SAVED)
             first = next(o for o in upload.outcomes if o.created) if upload.created else None
             if first is not None:
@@ -150,7 +149,7 @@ def _bad_file(exc: FormatError) -> ApiError:
     return ApiError(400, "bad_file", str(exc), [{"path": where, "message": exc.message}])
 
 
-def _store(records: list[RunRecord], request: Request) -> ExternalUpload:
+def _store(records: list[RunRecord], request: KeyRequest) -> ExternalUpload:
     try:
         return submit_external(records, submitter=request.user, api_key=request.auth)
     except SubmissionConflict as exc:
@@ -202,7 +201,7 @@ def _run_answer(
         "flag_reasons": submission.flag_reasons,
         "method": run.method,
         "stack": labels[run.stack_id],
-        "hardware": run.hardware_class.label if run.hardware_class_id else "",
+        "hardware": run.hardware_class.label if run.hardware_class is not None else "",
         # A repeat keeps the machine it was stored with, and says where that one came from.
         "hardware_source": str(provenance.get("hardware_source") or record.hardware_source),
         "cells": tasks.get(run.pk, []),

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.contrib.auth.validators import ASCIIUsernameValidator
+from django.db.models import QuerySet
 
 from runs.names import RESERVED, skeleton
 from submissions.models import AcceleratorOverride, ApiKey, Status, Submission
@@ -67,7 +70,9 @@ class DeviceCodeForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    submissions = forms.ModelMultipleChoiceField(queryset=None, widget=forms.MultipleHiddenInput)
+    submissions: forms.ModelMultipleChoiceField[Submission] = forms.ModelMultipleChoiceField(
+        queryset=None, widget=forms.MultipleHiddenInput
+    )
     status = forms.ChoiceField(
         choices=[
             (Status.APPROVED, "Approve"),
@@ -77,12 +82,15 @@ class DecisionForm(forms.Form):
     )
     reason = forms.CharField(max_length=2000, required=False, widget=forms.TextInput)
 
-    def __init__(self, *args, queryset=None, **kwargs) -> None:
+    def __init__(self, *args, queryset: QuerySet[Submission] | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["submissions"].queryset = queryset
+        # Declared above as a ModelMultipleChoiceField.
+        field = cast("forms.ModelMultipleChoiceField[Submission]", self.fields["submissions"])
+        field.queryset = queryset
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if data.get("status") == Status.REJECTED and not data.get("reason"):
             self.add_error("reason", "Say why: the submitter is told.")
         return data

@@ -17,7 +17,7 @@ from runs.accelerators import Catalog, catalog
 from runs.importers.records import RunRecord
 from runs.models import Hardware, Run, ScoreScale, Stack
 from submissions import run_facts
-from worker.engine.scoring import MEASURED_ONLY
+from worker.rules.scoring import MEASURED_ONLY
 
 # Quality weights of the 3.0.0 profiles (the earlier product's published design).
 V3_QUALITY_WEIGHTS = {
@@ -93,11 +93,11 @@ class Claim:
     def of_record(cls, record: RunRecord) -> Claim:
         """The medians; a source that gives only a mean (llmfit's community files) is held to
         the ceilings by its mean, since no speed of any kind may pass the physics."""
-        speeds = (
+        decode, prefill, ttft = (
             record.speed.get(name) or record.speed.get(name.replace("_median", "_mean"))
             for name, _label, _unit in PEER_METRICS
         )
-        return cls(*speeds, workload=run_facts.workload_of(record))
+        return cls(decode, prefill, ttft, workload=run_facts.workload_of(record))
 
     @classmethod
     def of_run(cls, run: Run) -> Claim:
@@ -370,7 +370,7 @@ def peer_checks(
     checks = []
     for index, (_field, label, unit) in enumerate(PEER_METRICS):
         value = claim.values()[index]
-        values = [row[index] for row in peers if row[index] is not None]
+        values = [v for row in peers if (v := row[index]) is not None]
         if value is None:
             continue
         if len(values) < MIN_PEERS:
@@ -469,9 +469,10 @@ def _physical(record: RunRecord) -> list[str]:
 
 def _consistency(record: RunRecord) -> list[str]:
     """Recompute what the payload's own suites and tasks imply and compare."""
-    reasons = []
+    reasons: list[str] = []
     q, s, r = record.quality_score, record.speed_score, record.reliability_score
-    if record.outcome != "complete" or None in (q, r, record.overall_score):
+    overall = record.overall_score
+    if record.outcome != "complete" or q is None or r is None or overall is None:
         return reasons
     has_speed = any(suite.suite == "speed" for suite in record.suites)
     # A run without the speed suite has no speed score (None), and its formula needs none.
@@ -482,9 +483,9 @@ def _consistency(record: RunRecord) -> list[str]:
         expected = 0.70 * q + 0.25 * s + 0.05 * r if has_speed else 0.90 * q + 0.10 * r
     else:
         expected = 0.55 * q + 0.20 * s + 0.25 * r
-    if abs(expected - record.overall_score) > SCORE_TOLERANCE + 0.01:
+    if abs(expected - overall) > SCORE_TOLERANCE + 0.01:
         reasons.append(
-            f"overall score {record.overall_score:g} does not follow from quality "
+            f"overall score {overall:g} does not follow from quality "
             f"{q:g}, speed {s:g} and reliability {r:g} (expected {expected:.2f})"
         )
     weights = (

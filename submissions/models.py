@@ -110,7 +110,8 @@ class Submission(models.Model):
     def display_submitter(self) -> str:
         """The public credit: an account's username, an imported author's name marked as
         imported (so it never reads as an account's), or "anonymous"."""
-        if self.submitter_id:
+        # (A null foreign key reads as None without a query.)
+        if self.submitter is not None:
             return self.submitter.get_username()
         if self.submitter_name:
             return imported_label(self.submitter_name)
@@ -119,7 +120,7 @@ class Submission(models.Model):
     @property
     def submitter_url(self) -> str:
         """The credited submitter's public page; "" for anonymous runs, which have none."""
-        if self.submitter_id:
+        if self.submitter is not None:
             return reverse("leaderboard:submitter", args=[self.submitter.get_username()])
         if self.submitter_name:
             return reverse("leaderboard:imported_submitter", args=[self.submitter_name])
@@ -360,5 +361,5 @@ class AcceleratorOverride(models.Model):
         """The row as the plausibility check reads it, validated like a data-file entry."""
         from runs.accelerators import parse_entry
 
-        who = self.added_by.get_username() if self.added_by_id else "a moderator"
+        who = self.added_by.get_username() if self.added_by is not None else "a moderator"
         return parse_entry(self.as_entry(), origin=f"added by {who}")

@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from rest_framework.permissions import BasePermission
 
+from core.http import SignedInApiRequest
 from submissions.models import ApiKey
+
+
+class KeyRequest(SignedInApiRequest):
+    """A request past scope_required: made with an API key, for the key's account."""
+
+    auth: ApiKey
 
 
 def scope_required(scope: str) -> type[BasePermission]:

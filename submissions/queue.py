@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, F, Q, Window
+from django.db.models.expressions import BaseExpression
 from django.db.models.functions import Lower, RowNumber
 
 from runs import roofline
@@ -21,7 +22,8 @@ from runs.models import Outcome, Run
 from submissions import integrity
 from submissions.models import RunReport, Status, Submission, SubmitterProfile, UploadAttempt
 
-HISTORY_STATUSES = (
+# (Status members are the str values they stand for.)
+HISTORY_STATUSES: tuple[str, ...] = (
     Status.APPROVED,
     Status.PENDING,
     Status.FLAGGED,
@@ -154,7 +156,8 @@ def _checks(
     if not any(value is not None for value in claim.values()):
         return [], "no speed claimed"
     group = _peer_group(run)
-    rows = [values for pk, values in peers.get(group, []) if pk != run.pk][: integrity.PEER_LIMIT]
+    candidates = peers.get(group, []) if group is not None else []
+    rows = [values for pk, values in candidates if pk != run.pk][: integrity.PEER_LIMIT]
     checks = integrity.physics_checks(
         claim, stack=run.stack, hardware=hardware, catalog=catalog
     ) + integrity.peer_checks(claim, rows, hardware_label=hardware.label)
@@ -186,7 +189,7 @@ def _peers(runs: list[Run]) -> dict[tuple, list[tuple]]:
             stack__engine=engine,
             hardware_class__key=key,
         )
-    partition = [
+    partition: list[BaseExpression | F] = [
         Lower("stack__model_id"),
         F("stack__quantization"),
         F("stack__engine"),
@@ -271,10 +274,11 @@ def _attempts(submissions: list[Submission]) -> dict[tuple, int]:
 
 
 def _trusted(submission: Submission) -> bool | None:
-    if not submission.submitter_id:
+    submitter = submission.submitter  # (joined in; a null one reads as None without a query)
+    if submitter is None:
         return None
     try:
-        return submission.submitter.submitter_profile.is_trusted
+        return submitter.submitter_profile.is_trusted
     except SubmitterProfile.DoesNotExist:
         return False
 

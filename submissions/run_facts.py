@@ -7,12 +7,12 @@ submissions.integrity reads these; the arithmetic is runs.roofline's.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from runs import model_sizes, roofline
 from runs.importers.records import RunRecord, as_json_value
 from runs.models import Stack
+from worker.rules.stats import median
 
 NOT_DECLARED = (None, "", False, "no", "off", "none")
 SWEEP_SUITE = "speed_sweep"
@@ -73,7 +73,7 @@ def facts_of(stack: Stack, payload: object = None) -> roofline.RunFacts:
         params_source=source,
         active_b=_number(settings.get("active_params_b")),
         moe=settings.get("moe") is True,
-        weights_bytes=int(size) if _number(size) else None,
+        weights_bytes=int(weights) if (weights := _number(size)) else None,
         split=split,
         split_note=why,
         kv_bits=kv.bits if kv and not kv.assumed else 16.0,
@@ -90,8 +90,8 @@ def speculation_of(stack: Stack, payload: object = None) -> Speculation | None:
         kind = f"draft {stack.draft_model}"
     elif kind in NOT_DECLARED:
         return None
-    draft_n = settings.get("spec_draft_n")
-    draft_n = int(draft_n) if _number(draft_n) else None
+    declared = _number(settings.get("spec_draft_n"))
+    draft_n = int(declared) if declared else None
     drafted = accepted = 0
     for trial in _trials(payload):
         server = trial.get("server") if isinstance(trial, dict) else None
@@ -127,7 +127,7 @@ def workload_of(record: RunRecord) -> Workload:
         if task.tokens_prompt
     ]
     if counts:
-        prompt = statistics.median(counts)
+        prompt = median(counts)
     cells = []
     for suite in record.suites:
         if suite.suite != SWEEP_SUITE:
@@ -141,13 +141,13 @@ def workload_of(record: RunRecord) -> Workload:
                         prompt_tokens=int(cell["prompt_tokens"])
                         if _number(cell.get("prompt_tokens"))
                         else None,
-                        decode_tps=_median(cell.get("decode_tps")),
-                        prefill_tps=_median(cell.get("prefill_tps")),
-                        ttft_ms=_median(cell.get("ttft_ms")),
+                        decode_tps=_summary_median(cell.get("decode_tps")),
+                        prefill_tps=_summary_median(cell.get("prefill_tps")),
+                        ttft_ms=_summary_median(cell.get("ttft_ms")),
                     )
                 )
     return Workload(int(prompt) if prompt else None, cells)
 
 
-def _median(summary: object) -> float | None:
+def _summary_median(summary: object) -> float | None:
     return _number(summary.get("median")) if isinstance(summary, dict) else None

@@ -10,7 +10,6 @@ from __future__ import annotations
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -18,7 +17,7 @@ from core.errors import ApiError
 from core.links import absolute_url
 from core.throttling import AnonThrottle, UserThrottle
 from submissions.models import Submission
-from submissions.permissions import scope_required
+from submissions.permissions import KeyRequest, scope_required
 
 
 class RunStateView(APIView):
@@ -39,7 +38,7 @@ class RunStateView(APIView):
             },
         )
     )
-    def get(self, request: Request, pk: int) -> Response:
+    def get(self, request: KeyRequest, pk: int) -> Response:
         found = (
             Submission.objects.filter(run_id=pk, submitter=request.user)
             .values_list("client_run_id", "status", "run__published")

@@ -5,8 +5,8 @@ the synthetic stacks the scale benchmarks and page tests use, and only when aske
 from __future__ import annotations
 
 from collections import Counter
+from io import TextIOBase
 from pathlib import Path
-from typing import TextIO
 
 from django.conf import settings
 
@@ -27,7 +27,7 @@ FIXTURE_FILES = [
 ]
 
 
-def import_fixture_files(out: TextIO) -> int:
+def import_fixture_files(out: TextIOBase) -> int:
     """The earlier product's real data files, through the upload's plausibility checks (as
     every import is); the number of runs imported."""
     base = Path(settings.BENCHLOOP_FIXTURES_DIR)
@@ -56,7 +56,7 @@ def import_fixture_files(out: TextIO) -> int:
     return imported
 
 
-def import_real_data(out: TextIO) -> Counter:
+def import_real_data(out: TextIOBase) -> Counter:
     """Every results file under BENCHLOOP_REAL_DATA_DIR, each through the upload's checks (a
     row that fails them is stored flagged, unpublished); runs created per (method, status)."""
     base = Path(settings.BENCHLOOP_REAL_DATA_DIR)

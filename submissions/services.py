@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -20,6 +21,7 @@ from core.links import absolute_url
 from runs import bounds, normalize
 from runs.importers import parse_run_payload
 from runs.importers.records import RunRecord
+from runs.importers.upgrade import UpgradedRun
 from runs.models import Run
 from runs.services import fingerprint, refresh_stack_stats, run_identity
 from runs.tasks import refresh_stack_soon
@@ -37,6 +39,7 @@ from submissions.models import (
     SubmitterProfile,
     UploadAttempt,
 )
+from worker.rules.logcontext import bind_log_context, log_context
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +88,8 @@ def _scrub_body(body: dict) -> dict:
 
 
 def content_hash(payload: dict) -> str:
-    body = payload.get("run") if isinstance(payload.get("run"), dict) else payload
+    run = payload.get("run")
+    body = run if isinstance(run, dict) else payload
     return normalize.canonical_hash({k: v for k, v in body.items() if k not in ID_FIELDS})
 
 
@@ -97,7 +101,7 @@ def submit_run(
     api_key: ApiKey | None = None,
     uploader_key: str = "",
     is_verified: bool = False,
-    upgraded: tuple[dict, str, str] | None = None,
+    upgraded: UpgradedRun | None = None,
     record: RunRecord | None = None,
     concerns: list[str] | None = None,
 ) -> UploadOutcome:
@@ -138,6 +142,39 @@ def submit_record(
     intake.check_record(record)
     if not record.client_run_id:
         record.client_run_id = f"content-{digest[:32]}"
+    with log_context(client_run_id=record.client_run_id):
+        outcome = _store_once(
+            record,
+            digest=digest,
+            channel=channel,
+            submitter=submitter,
+            api_key=api_key,
+            uploader_key=uploader_key,
+            is_verified=is_verified,
+            concerns=concerns,
+        )
+        submission = outcome.submission
+        bind_log_context(run_id=submission.run_id)
+        log.info(
+            "upload %s: run %s, %s",
+            "stored" if outcome.created else "repeats a stored one",
+            submission.run_id,
+            submission.status,
+        )
+    return outcome
+
+
+def _store_once(
+    record: RunRecord,
+    *,
+    digest: str,
+    channel: str,
+    submitter: User | None,
+    api_key: ApiKey | None,
+    uploader_key: str,
+    is_verified: bool,
+    concerns: list[str] | None,
+) -> UploadOutcome:
     run_key = fingerprint(record)
     existing = _existing(record, submitter, digest, run_key)
     if existing:
@@ -262,6 +299,7 @@ def _create(
         ]
     )
     run = submission.run
+    bind_log_context(run_id=run.pk)  # the lines about what follows name the stored run
     if status != Status.PENDING:
         ModerationDecision.objects.create(
             submission=submission,
@@ -349,13 +387,15 @@ def moderate_submission(
         # other transactions are visible too.
         refresh_stack_stats(stack_ids=[locked.run.stack_id])
         refresh_stack_soon(locked.run.stack_id)
-        if locked.submitter_id and locked.submitter.email and previous != status:
-            transaction.on_commit(lambda: _notify_decision(locked))
+        submitter = locked.submitter  # (a null one reads as None without a query)
+        if submitter is not None and submitter.email and previous != status:
+            address = submitter.email
+            transaction.on_commit(lambda: _notify_decision(locked, address))
     submission.refresh_from_db()
     return submission
 
 
-def _notify_decision(submission: Submission) -> None:
+def _notify_decision(submission: Submission, address: str) -> None:
     run = submission.run
     send_mail(
         # One line whatever the stored id holds: a newline would make send_mail refuse it.
@@ -370,7 +410,7 @@ def _notify_decision(submission: Submission) -> None:
             f"Your runs: {absolute_url(reverse('accounts:runs'))}\n"
         ),
         from_email=settings.DEFAULT_FROM_EMAIL,
-        recipient_list=[submission.submitter.email],
+        recipient_list=[address],
         fail_silently=True,
     )
 
@@ -579,8 +619,10 @@ def poll_device_token(*, device_code: str) -> str:
             auth.save(update_fields=["last_polled_at"])
             error = DeviceTokenError("authorization_pending", "Waiting for approval.")
         else:
+            # Approved: decide_device_authorization set the approving account with the state.
+            approver = cast(User, auth.user)
             api_key, plaintext = create_api_key(
-                user=auth.user, name=f"benchloop login {auth.user_code}", scopes=["submit", "read"]
+                user=approver, name=f"benchloop login {auth.user_code}", scopes=["submit", "read"]
             )
             auth.state = DeviceAuthorization.State.CONSUMED
             auth.api_key = api_key

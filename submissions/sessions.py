@@ -14,5 +14,7 @@ class SessionStore(DatabaseSessionStore):
     Django's cookie parser decodes from "\\000") is no session at all, instead of a query
     that fails and makes every page a 500 for as long as the browser keeps the cookie."""
 
+    # SessionBase._validate_session_key is Django's, left out of django-stubs.
     def _validate_session_key(self, key: str | None) -> bool:
-        return bool(super()._validate_session_key(key)) and _KEY_CHARS.issuperset(key or "")
+        valid = super()._validate_session_key(key)  # type: ignore[misc]
+        return bool(valid) and _KEY_CHARS.issuperset(key or "")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict, cast
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -12,7 +14,7 @@ from django.contrib.auth.views import LoginView, PasswordResetView
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -20,9 +22,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
 from core.formlimits import limit_posts, seconds_to_wait, too_many_requests
+from core.http import SignedInHtmxRequest, SignedInRequest
 from runs.models import Hardware, Run
 from submissions import accelerators, accounts, services, signin
 from submissions import queue as moderation_queue
@@ -44,9 +46,8 @@ from submissions.models import (
     SubmitterProfile,
 )
 
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 
 @sensitive_post_parameters("password1", "password2")
@@ -131,7 +132,7 @@ _login_view = LoginView.as_view(
 
 @sensitive_post_parameters()
 @never_cache
-def sign_in(request: HttpRequest) -> HttpResponse:
+def sign_in(request: HttpRequest) -> HttpResponseBase:
     """Django's LoginView behind a brute-force limit: 429 once a username or address has had
     too many failed attempts (see submissions/signin.py)."""
     if request.method != "POST" or request.user.is_authenticated:
@@ -149,9 +150,9 @@ def sign_in(request: HttpRequest) -> HttpResponse:
             "locked_out": message,
             "next": request.POST.get("next", ""),
         }
-        response = render(request, "accounts/login.html", context, status=429)
-        response["Retry-After"] = str(wait)
-        return response
+        refused = render(request, "accounts/login.html", context, status=429)
+        refused["Retry-After"] = str(wait)
+        return refused
     response = _login_view(request)
     if request.user.is_authenticated:
         signin.record_success(request, username)
@@ -162,7 +163,7 @@ def sign_in(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 @login_required
-def profile(request: HttpRequest) -> HttpResponse:
+def profile(request: SignedInRequest) -> HttpResponse:
     counts = Submission.objects.filter(submitter=request.user).aggregate(
         total=Count("id"),
         approved=Count("id", filter=Q(status=Status.APPROVED)),
@@ -182,7 +183,7 @@ def profile(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 @login_required
-def my_runs(request: HttpRequest) -> HttpResponse:
+def my_runs(request: SignedInRequest) -> HttpResponse:
     submissions = (
         Submission.objects.filter(submitter=request.user)
         .select_related("run__stack", "run__hardware")
@@ -195,7 +196,7 @@ def my_runs(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/runs.html", {"page": page, "rows": rows})
 
 
-def _get_own_submission(request: HttpRequest, run_id: int) -> Submission:
+def _get_own_submission(request: SignedInRequest, run_id: int) -> Submission:
     """The signed-in user's submission for this run, or 404 (never 403: don't confirm it exists)."""
     return get_object_or_404(
         Submission.objects.select_related("run"), run_id=run_id, submitter=request.user
@@ -204,7 +205,7 @@ def _get_own_submission(request: HttpRequest, run_id: int) -> Submission:
 
 @login_required
 @require_POST
-def withdraw(request: HttpRequest, run_id: int) -> HttpResponse:
+def withdraw(request: SignedInRequest, run_id: int) -> HttpResponse:
     submission = _get_own_submission(request, run_id)
     services.withdraw_run(submission=submission, user=request.user)
     messages.success(request, "The run is withdrawn and no longer public.")
@@ -213,7 +214,7 @@ def withdraw(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def delete(request: HttpRequest, run_id: int) -> HttpResponse:
+def delete(request: SignedInRequest, run_id: int) -> HttpResponse:
     submission = _get_own_submission(request, run_id)
     services.delete_run(submission=submission)
     messages.success(request, "The run and its results are deleted.")
@@ -223,7 +224,7 @@ def delete(request: HttpRequest, run_id: int) -> HttpResponse:
 @never_cache
 @login_required
 @limit_posts("api_key")
-def api_keys(request: HttpRequest) -> HttpResponse:
+def api_keys(request: SignedInRequest) -> HttpResponse:
     form = ApiKeyForm(request.POST or None)
     new_key = None
     if request.method == "POST" and form.is_valid():
@@ -240,7 +241,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def revoke_key(request: HttpRequest, pk: int) -> HttpResponse:
+def revoke_key(request: SignedInRequest, pk: int) -> HttpResponse:
     api_key = get_object_or_404(ApiKey, pk=pk, user=request.user)
     api_key.revoke()
     messages.success(request, f"Key “{api_key.name}” is revoked; it stops working at once.")
@@ -250,7 +251,7 @@ def revoke_key(request: HttpRequest, pk: int) -> HttpResponse:
 @never_cache
 @login_required
 @limit_posts("device_approve")
-def device(request: HttpRequest) -> HttpResponse:
+def device(request: SignedInRequest) -> HttpResponse:
     """Approve or deny a `benchloop login` by the code its terminal shows."""
     form = DeviceCodeForm(request.POST or None, initial={"code": request.GET.get("code", "")})
     decided = None
@@ -267,7 +268,7 @@ def device(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @limit_posts("report")
-def report(request: HttpRequest, run_id: int) -> HttpResponse:
+def report(request: SignedInRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.published().select_related("stack"), pk=run_id)
     form = ReportForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -309,7 +310,7 @@ QUEUE_STATUSES = [
 @require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
-def queue(request: HtmxHttpRequest) -> HttpResponse:
+def queue(request: SignedInHtmxRequest) -> HttpResponse:
     """Waiting runs with the evidence a decision needs; `?select=all` ticks every box, so a
     whole page can be decided without JavaScript. An htmx request gets the #queue partial."""
     status = request.GET.get("status", "waiting")
@@ -360,7 +361,7 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
-def decide(request: HttpRequest) -> HttpResponse:
+def decide(request: SignedInRequest) -> HttpResponse:
     """One decision for every ticked run (the form posts checkboxes named "submissions")."""
     back = _safe_next(request, "submissions:queue")
     form = DecisionForm(request.POST, queryset=Submission.objects.all())
@@ -368,7 +369,8 @@ def decide(request: HttpRequest) -> HttpResponse:
         if "submissions" in form.errors:
             messages.error(request, "Tick at least one run: nothing was decided.")
         if "reason" in form.errors:
-            messages.error(request, f"Nothing was decided. {' '.join(form.errors['reason'])}")
+            why = " ".join(str(message) for message in form.errors["reason"])
+            messages.error(request, f"Nothing was decided. {why}")
         if "status" in form.errors:
             messages.error(request, "Choose approve, reject or flag: nothing was decided.")
         return redirect(back)
@@ -400,7 +402,7 @@ def decide(request: HttpRequest) -> HttpResponse:
 @require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
-def audit_log(request: HttpRequest) -> HttpResponse:
+def audit_log(request: SignedInRequest) -> HttpResponse:
     decisions = ModerationDecision.objects.select_related(
         "submission__run__stack", "moderator"
     ).order_by("-created_at")
@@ -411,7 +413,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 @require_safe
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
-def submitters(request: HttpRequest) -> HttpResponse:
+def submitters(request: SignedInRequest) -> HttpResponse:
     """Accounts that have uploaded, with their record and trust, to trust or untrust."""
     accounts = User.objects.filter(submissions__isnull=False).distinct()
     search = request.GET.get("q", "").strip()[:150]
@@ -445,7 +447,18 @@ def submitters(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _status_counts(lookup: str) -> dict:
+class _StatusCounts(TypedDict):
+    """What _status_counts annotates an account with: its uploads, and per HISTORY_STATUSES."""
+
+    uploads: int
+    approved: int
+    pending: int
+    flagged: int
+    rejected: int
+    withdrawn: int
+
+
+def _status_counts(lookup: str) -> dict[str, Count]:
     counts = {
         status: Count("submissions", filter=Q(**{lookup: status}), distinct=True)
         for status in moderation_queue.HISTORY_STATUSES
@@ -457,14 +470,17 @@ def _status_counts(lookup: str) -> dict:
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
-def trust(request: HttpRequest, user_id: int) -> HttpResponse:
+def trust(request: SignedInRequest, user_id: int) -> HttpResponse:
     """GET: the submitter's record and a button to trust (or stop trusting) them; POST does it.
     A trusted submitter's clean uploads are approved at once; flagged ones still wait."""
-    user = get_object_or_404(
-        User.objects.select_related("submitter_profile").annotate(
-            **_status_counts("submissions__status")
+    user = cast(
+        "WithAnnotations[User, _StatusCounts]",
+        get_object_or_404(
+            User.objects.select_related("submitter_profile").annotate(
+                **_status_counts("submissions__status")
+            ),
+            pk=user_id,
         ),
-        pk=user_id,
     )
     if user == request.user:
         raise Http404  # moderators do not vouch for themselves
@@ -516,7 +532,7 @@ def trust(request: HttpRequest, user_id: int) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 @permission_required(MODERATE_PERMISSION, raise_exception=True)
-def add_hardware(request: HttpRequest) -> HttpResponse:
+def add_hardware(request: SignedInRequest) -> HttpResponse:
     """Add a machine the accelerator data lacks, prefilled from a queued run's hardware; the
     runs waiting on it get their ceiling at once (submissions.accelerators)."""
     hardware = None

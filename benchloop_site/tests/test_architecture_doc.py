@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.agent.protocol import RUN_JOB_TASK
+from worker.rules.protocol import RUN_JOB_TASK
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 # `package.module.name` in backticks; file names (`test_x.py`, `worker/agent/`) are not code.

@@ -82,6 +82,20 @@ def test_a_revoked_key_is_refused_with_the_reason(lab_hosts) -> None:
     assert answer.status_code == 401 and "revoked" in answer.json()["error"]["message"]
 
 
+def test_a_host_deleted_during_its_heartbeat_is_told_to_register(lab_hosts, monkeypatch) -> None:
+    key = _key("lab-cpu")
+    found = agents.host_of
+
+    def found_then_deleted(host_key: HostKey) -> WorkerHost | None:
+        host = found(host_key)
+        WorkerHost.objects.filter(name="lab-cpu").delete()  # an admin, at that moment
+        return host
+
+    monkeypatch.setattr(agents, "host_of", found_then_deleted)
+    answer = _post("heartbeat", {}, key)
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "not_registered"
+
+
 def test_the_host_is_the_keys_not_what_the_agent_says(lab_hosts) -> None:
     key = _key("lab-new")
     answer = _post("register", {"pools": ["cpu"], "name": "lab-cpu"}, key)

@@ -18,7 +18,7 @@ from lab import agents, services
 from lab.models import BenchmarkJob, JobEvent, WorkerHost
 from runs.models import Run
 from submissions.models import Submission
-from worker.agent.protocol import MAX_EVENT_BYTES, MAX_EVENTS_PER_JOB
+from worker.rules.protocol import MAX_EVENT_BYTES, MAX_EVENTS_PER_JOB
 
 pytestmark = pytest.mark.django_db
 AGENT = "/api/v1/lab/agent/"
@@ -326,7 +326,7 @@ def test_an_event_over_the_size_cap_is_a_400_that_states_the_cap(claimed) -> Non
 
 def test_the_agents_own_long_texts_are_cut_to_fit_rather_than_refused(claimed) -> None:
     """The agent trims an endpoint's long error page before it posts (worker.agent.jobs)."""
-    from worker.agent.validate import fit_event
+    from worker.rules.validate import fit_event
 
     job, key = claimed
     event = fit_event({"type": "run_failed", "error": "<html>" + "é" * 40_000})

@@ -10,7 +10,7 @@ from lab.agents import job_spec
 from lab.models import BenchmarkJob
 from runs.matrix import MATRIX_SUITES
 from submissions.tests.conftest import post_json
-from worker.engine.harnesses import HARNESSES
+from worker.rules.harnesses import HARNESSES
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lab_hosts")]
 JOB = {"model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080/v1", "pool": "cpu"}

@@ -18,7 +18,7 @@ from lab.models import BenchmarkJob, JobEvent, QuickPrompt, WorkerHost
 from submissions.tests.conftest import post_json
 from submissions.tests.surfaces import assert_renders
 from worker.agent import prompts
-from worker.engine.reasoning import MAX_TOKENS_CEILING
+from worker.rules.reasoning import MAX_TOKENS_CEILING
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lab_hosts")]
 JOB = {"model": "qwen3:8b", "endpoint_url": "http://127.0.0.1:8080/v1", "pool": "cpu"}

@@ -17,7 +17,8 @@ from lab.tests.test_agent_trust import JOB, _post, _registered
 from runs.models import Run
 from worker.engine.bundle import upload_view
 from worker.engine.hardware import detect_hardware
-from worker.engine.orchestrator import RunConfig, run_benchmark
+from worker.engine.orchestrator import run_benchmark
+from worker.engine.plan import RunConfig
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from runs.importers.external import detect_external, parse_external
 from runs.importers.records import (
     FormatError,
     HardwareRecord,
+    JsonObject,
     JsonText,
     Node,
     RunRecord,
@@ -21,10 +22,10 @@ from runs.importers.records import (
     settle_scale,
 )
 from runs.importers.runjson import check_not_empty, parse_run
-from runs.importers.upgrade import UnsupportedVersion, upgrade
+from runs.importers.upgrade import UnsupportedVersion, UpgradedRun, upgrade
 from runs.names import is_anonymous
-from worker.engine.harnesses import canonical
-from worker.engine.redact import redact_field
+from worker.rules.harnesses import canonical
+from worker.rules.redact import redact_field
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -131,13 +132,15 @@ def detect_format(data: object) -> str:
     return "run"
 
 
-def parse_run_payload(data: dict, *, upgraded: tuple[dict, str, str] | None = None) -> RunRecord:
+def parse_run_payload(data: JsonObject, *, upgraded: UpgradedRun | None = None) -> RunRecord:
     """Any run-shaped payload, through the upgrader chain (unless `upgraded` already holds
     what upgrade(data) returns), into one record."""
-    bundle, kind, visibility = upgraded or upgrade(data)
-    node = Node(bundle, "run" if kind == "envelope-v3" else "")
+    if upgraded is None:
+        upgraded = upgrade(data)
+    kind = upgraded.original_format
+    node = Node(upgraded.bundle, "run" if kind == "envelope-v3" else "")
     record = parse_run(node, kind)
-    record.visibility = visibility if visibility in ("public", "unlisted", "private") else "public"
+    record.visibility = upgraded.visibility
     record.raw_payload = data
     check_not_empty(record, node)
     return public_fields(record)

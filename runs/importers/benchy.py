@@ -24,7 +24,7 @@ from runs.importers.llamacpp import (
     model_basename,
     table_cells,
 )
-from runs.importers.records import FormatError, Node, load_json
+from runs.importers.records import FormatError, JsonObject, Node, load_json
 
 _NAME = re.compile(
     r"^(?:(?P<ctx>ctx_pp|ctx_tg)|pp(?P<pp>\d+)|tg(?P<tg>\d+))"
@@ -64,7 +64,7 @@ def read_measurements(text: str, kind: str) -> list[Measurement]:
     return list(by_model.values())
 
 
-def _measurement(kind: str, model: str, source: dict) -> Measurement:
+def _measurement(kind: str, model: str, source: JsonObject) -> Measurement:
     name = public_model_name(model)
     if not name:
         raise FormatError("model", "is missing: llama-benchy names the model it measured")
@@ -158,9 +158,7 @@ def _json_tests(entry: Node, at: datetime | None, *, named_streams: bool) -> lis
 
 
 def _count(node: Node, minimum: int) -> int:
-    value = node.int(optional=False, minimum=minimum)
-    assert value is not None  # (optional=False raises first)
-    return value
+    return node.int(optional=False, minimum=minimum)
 
 
 def _metric(node: Node) -> tuple[float, float | None, list[float]] | None:
@@ -175,8 +173,8 @@ def _metric(node: Node) -> tuple[float, float | None, list[float]] | None:
         items = values_node.list()
         if len(items) > MAX_VALUES:
             raise values_node.fail(f"more than {MAX_VALUES} values")
-        values = [item.num(optional=False, minimum=0) for item in items]  # type: ignore[misc]
-    return float(mean), std, values  # type: ignore[arg-type]
+        values = [item.num(optional=False, minimum=0) for item in items]
+    return mean, std, values
 
 
 def _moment(node: Node) -> datetime:

@@ -8,6 +8,7 @@ import csv
 import hashlib
 import io
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def parse_json(path: Path, document: object) -> Parsed:
     root = Node(document)
     results = root.get("results").list() if "results" in root.obj() else [root]
     report = SourceReport(SOURCE, files=1, rows=len(results))
-    records = []
+    records: list[RunRecord] = []
     for group in merge_repeats(
         results,
         key=lambda r: normalize.canonical_hash(
@@ -91,7 +92,9 @@ def parse_json(path: Path, document: object) -> Parsed:
     return Parsed(records, report)
 
 
-def _keep(records: list[RunRecord], report: SourceReport, ids: list[str], make) -> None:
+def _keep(
+    records: list[RunRecord], report: SourceReport, ids: list[str], make: Callable[[], RunRecord]
+) -> None:
     """The record of one group of repeated rows, or every id of it left out with the reason."""
     try:
         records.append(make())
@@ -232,7 +235,7 @@ def parse_csv(path: Path, text: str) -> Parsed:
     except csv.Error as exc:
         raise FormatError(f"line {reader.line_num}", f"not a CSV table: {exc}") from None
     report.rows = len(rows)
-    records = []
+    records: list[RunRecord] = []
     for group in merge_repeats(
         rows,
         key=lambda r: normalize.canonical_hash({k: v for k, v in r[1].items() if k != "date"}),
@@ -245,14 +248,14 @@ def parse_csv(path: Path, text: str) -> Parsed:
     return Parsed(records, report)
 
 
-def _csv_row_id(row: dict) -> str:
+def _csv_row_id(row: dict[str, str]) -> str:
     """The table has no ids: a row is known by its content (line numbers shift when rows are
     added above it)."""
     digest = hashlib.sha256(repr(sorted(row.items())).encode()).hexdigest()[:12]
     return f"csv-{digest}"
 
 
-def _csv_record(line: int, row: dict, ids: list[str], lines: list[int]) -> RunRecord:
+def _csv_record(line: int, row: dict[str, str], ids: list[str], lines: list[int]) -> RunRecord:
     where = f"line {line}"
     try:
         started = datetime.strptime(row["date"], "%Y-%m-%d").replace(tzinfo=UTC)
@@ -326,7 +329,7 @@ def _csv_record(line: int, row: dict, ids: list[str], lines: list[int]) -> RunRe
     )
 
 
-def _whole(row: dict, column: str, where: str) -> int | None:
+def _whole(row: dict[str, str], column: str, where: str) -> int | None:
     value = known(row.get(column))
     if not value:
         return None
@@ -335,7 +338,7 @@ def _whole(row: dict, column: str, where: str) -> int | None:
     return int(value)
 
 
-def _split(text: str, engine: str) -> dict:
+def _split(text: str, engine: str) -> dict[str, str | int]:
     """The table's tp_or_split: a tensor split ("51,49"), a layer count ("ngl60"), all layers
     on the GPU ("gpu-only") or, for vLLM, a tensor-parallel degree ("2")."""
     value = text.lower()

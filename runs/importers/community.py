@@ -15,7 +15,7 @@ from pathlib import Path
 from runs import normalize
 from runs.importers import club5060ti, llmfit, localmaxxing
 from runs.importers.community_shared import Parsed, SourceReport
-from runs.importers.records import FormatError, RunRecord, load_json
+from runs.importers.records import FormatError, JsonObject, RunRecord, load_json
 
 KINDS = ("localmaxxing", "llmfit", "club-5060ti-json", "club-5060ti-csv")
 METHOD_OF = {
@@ -74,7 +74,7 @@ def _kind(path: Path, text: str, document: object | None) -> str | None:
     return detect_community(path, document)
 
 
-def mapping_report(path_or_dir: Path) -> dict:
+def mapping_report(path_or_dir: Path) -> dict[str, JsonObject]:
     """Per source (method): files, rows, distinct rows, records, duplicates merged, and the
     rows left out, unmapped (hardware or model name not mapped) or holding no speed figure,
     each with its reason; with the hardware classes the records fall in.
@@ -93,7 +93,7 @@ def mapping_report(path_or_dir: Path) -> dict:
         reports.setdefault(method, SourceReport(method)).add(parsed.report)
         for record in parsed.records:
             records.setdefault(method, {})[record.client_run_id] = record
-    out = {}
+    out: dict[str, JsonObject] = {}
     for method, report in reports.items():
         kept = records.get(method, {})
         report.records = len(kept)
@@ -129,9 +129,8 @@ def hardware_class_label(record: RunRecord) -> str:
 
 
 def _params_b(record: RunRecord) -> float | None:
-    return (
-        record.launch_settings.get("params_b") or normalize.parse_model(record.model_id)["params_b"]
-    )
+    params: float | None = record.launch_settings.get("params_b")
+    return params or normalize.parse_model(record.model_id)["params_b"]
 
 
 def _files(base: Path) -> list[Path]:

@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from runs import accelerators, normalize
-from runs.importers.records import HardwareRecord, RunRecord
-from worker.engine.redact import REDACTED, redact_command, redact_text
+from runs.importers.records import HardwareRecord, JsonObject, RunRecord
+from worker.rules.redact import REDACTED, redact_command, redact_text
 
 LLMFIT_REPOSITORY = "AlexsJones/llmfit"
 LLMFIT_COMMIT = "3f44fd30a43d"
@@ -42,8 +42,8 @@ class SourceReport:
     listed_twice: int = 0  # the same row (same id) listed again, in another preset
     records: int = 0
     duplicates_merged: int = 0  # rows repeating another row's measurement under their own id
-    unmapped: list[dict] = field(default_factory=list)
-    no_figure: list[dict] = field(default_factory=list)
+    unmapped: list[dict[str, str]] = field(default_factory=list)
+    no_figure: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def distinct_rows(self) -> int:
@@ -61,7 +61,7 @@ class SourceReport:
         self.unmapped += other.unmapped
         self.no_figure += other.no_figure
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JsonObject:
         distinct = self.distinct_rows
         return {
             "files": self.files,
@@ -93,10 +93,10 @@ def provenance(
     row_ids: list[str],
     licence: str = MIT,
     **extra: Any,
-) -> dict:
+) -> JsonObject:
     """Where a record came from; `row_ids` are every source row it stands for (the first is
     the one whose figures and time it carries)."""
-    found = {
+    found: JsonObject = {
         "source": source,
         "repository": repository,
         "commit": commit,
@@ -116,8 +116,8 @@ def speed_record(
     row_id: str,
     started_at: datetime,
     model_id: str,
-    provenance: dict,
-    raw: dict,
+    provenance: JsonObject,
+    raw: JsonObject,
     **fields: Any,
 ) -> RunRecord:
     """A community row as a speed-only run: attributed to its source, never to a person."""

@@ -8,14 +8,14 @@ from runs import normalize
 from runs.importers.records import (
     FormatError,
     HardwareRecord,
+    ImportedSuite,
+    ImportedTask,
     Node,
     RunRecord,
     SampleRecord,
-    SuiteRecord,
-    TaskRecord,
     load_json,
 )
-from worker.engine.stats import summarize
+from worker.rules.stats import summarize
 
 
 def parse_leaderboard_v2(node: Node) -> list[RunRecord]:
@@ -25,14 +25,19 @@ def parse_leaderboard_v2(node: Node) -> list[RunRecord]:
         machine = row.get("machine", required=False).str()
         suites = []
         for name, suite in row.get("suites", required=False).items() if row.has("suites") else []:
-            counts = {}
+            tasks = passes = 0
             if name == "agent" and row.has("agent_task_count"):
-                counts = {
-                    "task_count": row.get("agent_task_count").int() or 0,
-                    "pass_count": row.get("agent_pass", required=False).int() or 0,
-                }
-                counts["fail_count"] = counts["task_count"] - counts["pass_count"]
-            suites.append(SuiteRecord(suite=name, score=suite.get("score").score(), **counts))
+                tasks = row.get("agent_task_count").int() or 0
+                passes = row.get("agent_pass", required=False).int() or 0
+            suites.append(
+                ImportedSuite(
+                    suite=name,
+                    score=suite.get("score").score(),
+                    task_count=tasks,
+                    pass_count=passes,
+                    fail_count=tasks - passes,
+                )
+            )
         decode = row.get("generation_tok_per_sec", required=False).num(minimum=0)
         ttft = row.get("ttft_ms", required=False).num(minimum=0)
         records.append(
@@ -189,13 +194,13 @@ def _speed_lines(text: str) -> tuple[list[Node], dict[str, list[Node]]]:
     return summaries, runs_by_tag
 
 
-def _speed_tasks(runs: list[Node]) -> dict[str, TaskRecord]:
+def _speed_tasks(runs: list[Node]) -> dict[str, ImportedTask]:
     """One task per prompt, with a sample per run line."""
-    tasks: dict[str, TaskRecord] = {}
+    tasks: dict[str, ImportedTask] = {}
     for run in runs:
         prompt_id = run.get("prompt_id").str()
         task = tasks.setdefault(
-            prompt_id, TaskRecord(task_id=prompt_id, passed=True, execution_ok=True)
+            prompt_id, ImportedTask(task_id=prompt_id, passed=True, execution_ok=True)
         )
         elapsed = run.get("elapsed_s", required=False).num(minimum=0)
         task.samples.append(
@@ -213,7 +218,7 @@ def _speed_tasks(runs: list[Node]) -> dict[str, TaskRecord]:
 
 
 def _speed_record(
-    summary: Node, tag: str, runs: list[Node], tasks: dict[str, TaskRecord], model_id: str
+    summary: Node, tag: str, runs: list[Node], tasks: dict[str, ImportedTask], model_id: str
 ) -> RunRecord:
     """One tag's run: the probe's summary, with the spread it lacks taken from the samples."""
     samples = [s for task in tasks.values() for s in task.samples]
@@ -242,7 +247,7 @@ def _speed_record(
         },
         speed_sample_count=summary.get("n_runs", required=False).int() or len(samples),
         suites=[
-            SuiteRecord(
+            ImportedSuite(
                 suite="speed",
                 task_count=len(tasks),
                 pass_count=len(tasks),

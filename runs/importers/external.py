@@ -30,12 +30,13 @@ from runs.importers.llamacpp import Measurement, Test, find_tables, model_basena
 from runs.importers.records import (
     FormatError,
     HardwareRecord,
+    ImportedSuite,
+    ImportedTask,
+    JsonObject,
     RunRecord,
     SampleRecord,
-    SuiteRecord,
-    TaskRecord,
 )
-from worker.engine.stats import percentile, summarize
+from worker.rules.stats import percentile, summarize
 
 KINDS = (
     "llama-bench-json",
@@ -157,7 +158,9 @@ def _machine(
 # ------------------------------------------------------------------------------ the record
 
 
-def _record(m: Measurement, digest: str, filename: str, machine: tuple) -> RunRecord:
+def _record(
+    m: Measurement, digest: str, filename: str, machine: tuple[HardwareRecord, str]
+) -> RunRecord:
     model_id = _model_id(m)
     key = hashlib.sha256(f"{digest}:{m.key}".encode()).hexdigest()[:32]
     moments = [t.at for t in m.tests if t.at is not None]
@@ -239,7 +242,7 @@ def build_label(commit: str, number: int | None) -> str:
 
 def _summary(
     values: list[float], mean: float | None, stdev: float | None, higher: bool = True
-) -> dict | None:
+) -> JsonObject | None:
     """The engine's Summary of a sample; a format that carries only the mean gives that."""
     if values:
         return dict(summarize(values, higher_is_better=higher))
@@ -263,7 +266,9 @@ def _note(m: Measurement, test: Test) -> str:
     return f"{m.method} {test.name}: {what}{count}"
 
 
-def _task(m: Measurement, test: Test, task_id: str, metadata: dict | None = None) -> TaskRecord:
+def _task(
+    m: Measurement, test: Test, task_id: str, metadata: JsonObject | None = None
+) -> ImportedTask:
     latency = (sum(test.samples_ns) / len(test.samples_ns) / 1e6) if test.samples_ns else None
     meta = {
         "test": test.name,
@@ -278,7 +283,7 @@ def _task(m: Measurement, test: Test, task_id: str, metadata: dict | None = None
         "note": _note(m, test),
         **(metadata or {}),
     }
-    return TaskRecord(
+    return ImportedTask(
         task_id=task_id,
         passed=True,
         latency_ms=latency,
@@ -324,10 +329,10 @@ def _is_headline(test: Test) -> bool:
     return test.depth == 0 and test.concurrency == 1 and test.phase != "context"
 
 
-def _speed_suite(m: Measurement) -> SuiteRecord:
+def _speed_suite(m: Measurement) -> ImportedSuite:
     seen: set[str] = set()
     tasks = [_task(m, t, _unique(t.name, seen)) for t in m.tests if _is_headline(t)]
-    return SuiteRecord("speed", task_count=len(tasks), pass_count=len(tasks), tasks=tasks)
+    return ImportedSuite("speed", task_count=len(tasks), pass_count=len(tasks), tasks=tasks)
 
 
 def _primary(tests: list[Test], phase: str) -> Test | None:
@@ -337,7 +342,11 @@ def _primary(tests: list[Test], phase: str) -> Test | None:
     return max(found, key=lambda t: getattr(t, size)) if found else None
 
 
-def _cells(m: Measurement) -> tuple[list[tuple[dict, dict, list[Test]]], list[Test]]:
+# A sweep cell: (its sweep spec, the cell as the payload's sweeps block holds it, its tests).
+Cell = tuple[JsonObject, JsonObject, list[Test]]
+
+
+def _cells(m: Measurement) -> tuple[list[Cell], list[Test]]:
     """(sweep spec, cell, its tests) for every depth and concurrency cell, and the tests in
     no cell (other sizes, depth with concurrency, context loads, pp+tg at depth)."""
     plain = [t for t in m.tests if t.phase in ("prefill", "decode")]
@@ -355,7 +364,7 @@ def _cells(m: Measurement) -> tuple[list[tuple[dict, dict, list[Test]]], list[Te
             and (t.n_prompt == p if t.phase == "prefill" else t.n_gen == n)
         ]
 
-    cells: list[tuple[dict, dict, list[Test]]] = []
+    cells: list[Cell] = []
     depths = sorted({t.depth for t in plain if t.concurrency == 1})
     if any(depths):
         for depth in depths:
@@ -371,7 +380,7 @@ def _cells(m: Measurement) -> tuple[list[tuple[dict, dict, list[Test]]], list[Te
     return cells, rest
 
 
-def _depth_cell(m: Measurement, depth: int, p: int, n: int, tests: list[Test]) -> tuple:
+def _depth_cell(m: Measurement, depth: int, p: int, n: int, tests: list[Test]) -> Cell:
     pp = next((t for t in tests if t.phase == "prefill"), None)
     tg = next((t for t in tests if t.phase == "decode"), None)
     cell: dict[str, Any] = {"depth": depth, "status": "measured"}
@@ -391,7 +400,7 @@ def _depth_cell(m: Measurement, depth: int, p: int, n: int, tests: list[Test]) -
     return spec, {k: v for k, v in cell.items() if v is not None}, tests
 
 
-def _streams_cell(c: int, p: int, n: int, tests: list[Test]) -> tuple:
+def _streams_cell(c: int, p: int, n: int, tests: list[Test]) -> Cell:
     """A concurrency level: llama-benchy's total tg rate is decode tokens ÷ (last token − first
     first token), our aggregate_decode_tps; its per-request rates are per_stream_tps."""
     pp = next((t for t in tests if t.phase == "prefill"), None)
@@ -415,7 +424,7 @@ def _streams_cell(c: int, p: int, n: int, tests: list[Test]) -> tuple:
     return spec, {k: v for k, v in cell.items() if v is not None}, tests
 
 
-def _sweep_suite(m: Measurement, cells: list[tuple[dict, dict, list[Test]]], rest: list[Test]):
+def _sweep_suite(m: Measurement, cells: list[Cell], rest: list[Test]) -> ImportedSuite:
     seen: set[str] = set()
     tasks = []
     for spec, cell, tests in cells:
@@ -433,11 +442,11 @@ def _sweep_suite(m: Measurement, cells: list[tuple[dict, dict, list[Test]]], res
         task.latency_ms = None
         tasks.append(task)
     tasks += [_task(m, t, _unique(t.name, seen)) for t in rest]
-    return SuiteRecord("speed_sweep", task_count=len(tasks), pass_count=len(tasks), tasks=tasks)
+    return ImportedSuite("speed_sweep", task_count=len(tasks), pass_count=len(tasks), tasks=tasks)
 
 
-def _sweeps_block(m: Measurement, cells: list[tuple[dict, dict, list[Test]]]) -> dict:
-    """The payload's `sweeps` block (worker.contract.Sweeps), from the same cells."""
+def _sweeps_block(m: Measurement, cells: list[Cell]) -> JsonObject:
+    """The payload's `sweeps` block (worker.rules.contract.Sweeps), from the same cells."""
     depth = [(spec, cell) for spec, cell, _tests in cells if spec["kind"] == "depth"]
     streams = [(spec, cell) for spec, cell, _tests in cells if spec["kind"] == "concurrency"]
     block: dict[str, Any] = {}

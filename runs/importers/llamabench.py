@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +37,7 @@ from runs.importers.llamacpp import (
     read_devices,
     table_cells,
 )
-from runs.importers.records import FormatError, HardwareRecord, load_json
+from runs.importers.records import FormatError, HardwareRecord, JsonObject, load_json
 
 # Field types as llama-bench declares them (test::get_field_type), with old builds' fields.
 INT_FIELDS = frozenset({
@@ -332,7 +333,9 @@ def _md_row(cells: dict[str, str], where: str) -> _Row:
     return row
 
 
-def _scaled(value: str, pattern: re.Pattern, units: dict, row: _Row, name: str) -> int | None:
+def _scaled(
+    value: str, pattern: re.Pattern[str], units: Mapping[str, float], row: _Row, name: str
+) -> int | None:
     if not value:
         return None
     match = pattern.match(value)
@@ -402,18 +405,20 @@ def _moment(row: _Row) -> datetime | None:
     return moment
 
 
-def _measurement(kind: str, row: _Row, settings: dict, devices: Devices, key: str) -> Measurement:
+def _measurement(
+    kind: str, row: _Row, settings: JsonObject, devices: Devices, key: str
+) -> Measurement:
     values = row.values
     model_file = model_basename(str(values.get("model_filename") or ""))
     model_type = str(values.get("model_type") or "")
     if not model_file and not model_type:
         raise FormatError(row.position("model_filename"), "is missing, and so is model_type")
-    model = describe_model_type(model_type)
-    model.update(
-        file=model_file,
-        params=values.get("model_n_params"),
-        size_bytes=values.get("model_size"),
-    )
+    model: JsonObject = {
+        **describe_model_type(model_type),
+        "file": model_file,
+        "params": values.get("model_n_params"),
+        "size_bytes": values.get("model_size"),
+    }
     backend = canonical_backend(values, devices)
     out = Measurement(
         method="llama-bench",
@@ -436,7 +441,7 @@ def _measurement(kind: str, row: _Row, settings: dict, devices: Devices, key: st
     return out
 
 
-def _hardware(values: dict, devices: Devices) -> HardwareRecord | None:
+def _hardware(values: JsonObject, devices: Devices) -> HardwareRecord | None:
     cpu = str(values.get("cpu_info") or "").strip() or devices.cpu
     gpu_info = str(values.get("gpu_info") or "").strip()
     gpus = [g.strip() for g in gpu_info.split(",") if g.strip()] if gpu_info else devices.gpus
@@ -446,7 +451,7 @@ def _hardware(values: dict, devices: Devices) -> HardwareRecord | None:
     return HardwareRecord(cpu=cpu, gpu=", ".join(gpus), gpu_count=max(len(gpus), 1), vram_gb=vram)
 
 
-def _public_row(values: dict) -> dict:
+def _public_row(values: JsonObject) -> JsonObject:
     """The row as stored: every field as read, the model's path reduced to its file name."""
     out = dict(values)
     if out.get("model_filename"):

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from runs import normalize
-from runs.importers.records import FormatError, HardwareRecord
+from runs.importers.records import FormatError, HardwareRecord, JsonObject
 
 # Backends by how llama.cpp registers them, a GPU's first; anything else (BLAS, AMX) is CPU.
 _BACKENDS = (
@@ -70,16 +70,16 @@ class Measurement:
     model_file: str = ""  # a file's base name, never its path
     model_type: str = ""
     model_name: str = ""
-    model: dict = field(default_factory=dict)
+    model: JsonObject = field(default_factory=dict)
     engine: str = "llama.cpp"
     build_commit: str = ""
     build_number: int | None = None
-    settings: dict = field(default_factory=dict)
+    settings: JsonObject = field(default_factory=dict)
     kv_cache_type: str = ""
     hardware: HardwareRecord | None = None
     tests: list[Test] = field(default_factory=list)
-    rows: list[dict] = field(default_factory=list)
-    source: dict = field(default_factory=dict)
+    rows: list[JsonObject] = field(default_factory=list)
+    source: JsonObject = field(default_factory=dict)
     key: str = ""
 
 
@@ -170,7 +170,7 @@ def model_basename(path: str) -> str:
 _FTYPE_SIZES = {"Small": "S", "Medium": "M", "Large": "L"}
 
 
-def describe_model_type(model_type: str) -> dict:
+def describe_model_type(model_type: str) -> dict[str, str]:
     """{architecture, size_label, quantization} from llama-bench's model_type, e.g.
     "llama 8B Q4_K - Medium" → llama, 8B, Q4_K_M; "llama 7B mostly Q4_0" (old builds) → Q4_0."""
     parts = model_type.split(None, 2)
@@ -192,7 +192,7 @@ def quant_label(ftype: str) -> str:
     return normalize.normalise_quant(text.replace(" ", "_"))
 
 
-def canonical_backend(values: dict, devices: Devices | None = None) -> str:
+def canonical_backend(values: JsonObject, devices: Devices | None = None) -> str:
     """CUDA, ROCm, Metal, Vulkan, SYCL, … or CPU, from `backends` or old builds' booleans."""
     names = [n.strip() for n in str(values.get("backends") or "").split(",") if n.strip()]
     names += [flag for flag, *_ in _BACKENDS if values.get(flag) is True]
@@ -210,7 +210,7 @@ def canonical_backend(values: dict, devices: Devices | None = None) -> str:
     return backend
 
 
-def launch_settings(settings: dict, backend: str) -> tuple[dict, str]:
+def launch_settings(settings: JsonObject, backend: str) -> tuple[JsonObject, str]:
     """The settings that name a stack, and its KV-cache type."""
     out: dict[str, Any] = {"backend": backend} if backend else {}
     for name in CORE_SETTINGS:

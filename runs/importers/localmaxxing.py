@@ -34,7 +34,7 @@ from runs.importers.community_shared import (
     scrub_command,
     speed_record,
 )
-from runs.importers.records import HardwareRecord, Node, RunRecord
+from runs.importers.records import HardwareRecord, JsonObject, Node, RunRecord
 
 SOURCE = "localmaxxing"
 PATH = "llmfit-core/data/benchmark_cache.json"
@@ -263,7 +263,7 @@ def _speculation(flags: Node, command: Command) -> tuple[str, str]:
     return "yes", ""
 
 
-def _settings(node: Node, model: Node, engine: Node, flags: Node, command: Command) -> dict:
+def _settings(node: Node, model: Node, engine: Node, flags: Node, command: Command) -> JsonObject:
     """What the row says about how the model was run and on what workload: part of the
     stack's identity, so rows measured differently are not pooled."""
     moe = bool(model.get("isMoE", required=False).bool())

@@ -6,13 +6,15 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 from runs import bounds
 from runs.methods import DEFAULT_METHOD
-from worker.engine.scoring import is_speed_only
+from worker.rules.scoring import is_speed_only
 
 MAX_STRING = 2000
+# A JSON object as read: its values are checked where they are used (Node), not here.
+JsonObject = dict[str, Any]
 
 
 def _reject_constant(name: str) -> float:
@@ -87,7 +89,10 @@ class SampleRecord:
 
 
 @dataclass
-class TaskRecord:
+class ImportedTask:
+    """A task as an importer read it, ready to store (the bundle's own task is
+    worker.rules.contract.TaskRecord)."""
+
     task_id: str
     passed: bool = False
     score: float | None = None
@@ -98,19 +103,22 @@ class TaskRecord:
     finish_reason: str = ""
     error: str = ""
     output: str = ""
-    metadata: dict | JsonText = field(default_factory=dict)
+    metadata: JsonObject | JsonText = field(default_factory=dict)
     samples: list[SampleRecord] = field(default_factory=list)
 
 
 @dataclass
-class SuiteRecord:
+class ImportedSuite:
+    """A suite as an importer read it, ready to store (the bundle's own suite is
+    worker.rules.contract.SuiteRecord)."""
+
     suite: str
     score: float | None = None
     task_count: int = 0
     pass_count: int = 0
     fail_count: int = 0
     median_latency_ms: float | None = None
-    tasks: list[TaskRecord] = field(default_factory=list)
+    tasks: list[ImportedTask] = field(default_factory=list)
 
 
 @dataclass
@@ -143,7 +151,7 @@ class RunRecord:
     context_length: int | None = None
     kv_cache_type: str = ""
     draft_model: str = ""
-    launch_settings: dict = field(default_factory=dict)
+    launch_settings: JsonObject = field(default_factory=dict)
     hardware: HardwareRecord | None = None
     scoring_mode: str = "local"
     benchmark_id: str = "benchloop"
@@ -161,7 +169,7 @@ class RunRecord:
     noncomparable_reasons: list[str] = field(default_factory=list)
     # Load on the measuring machine: the bundle's `contention` block and its status, "clear",
     # "contended" or "unknown" ("" when the run recorded none). A contended run is not verified.
-    contention: dict = field(default_factory=dict)
+    contention: JsonObject = field(default_factory=dict)
     contention_status: str = ""
     overall_score: float | None = None
     quality_score: float | None = None
@@ -176,15 +184,15 @@ class RunRecord:
     error: str = ""
     visibility: str = "public"
     submitter_name: str = ""
-    suites: list[SuiteRecord] = field(default_factory=list)
-    raw_payload: dict | JsonText = field(default_factory=dict)
+    suites: list[ImportedSuite] = field(default_factory=list)
+    raw_payload: JsonObject | JsonText = field(default_factory=dict)
     # The input path of a value read from somewhere other than its own field (a context
     # length parsed out of command_used), so that an error about it names what was sent.
     sources: dict[str, str] = field(default_factory=dict)
     # How the speeds were measured (runs.methods), and for a measurement we did not make,
     # where it came from: source, repository, commit, path, row id, licence, repeats.
     method: str = DEFAULT_METHOD
-    provenance: dict = field(default_factory=dict)
+    provenance: JsonObject = field(default_factory=dict)
     # Where the hardware came from: "file" (the file named it), "submitter" (the machine that
     # ran `benchloop submit --from`), "override" (--hardware); "" for our own bundles.
     hardware_source: str = ""
@@ -238,7 +246,7 @@ class Node:
             return f"{path}[{key}]"
         return f"{path}.{key}" if path else key
 
-    def obj(self) -> dict:
+    def obj(self) -> JsonObject:
         if not isinstance(self.value, dict):
             raise self.fail(f"expected an object, got {_kind(self.value)}")
         return self.value
@@ -278,9 +286,24 @@ class Node:
             raise self.fail(problem)
         return self.value
 
+    @overload
+    def num(
+        self,
+        *,
+        optional: Literal[False],
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> float: ...
+
+    @overload
+    def num(
+        self, *, optional: bool = True, minimum: float | None = None, maximum: float | None = None
+    ) -> float | None: ...
+
     def num(
         self, *, optional: bool = True, minimum: float | None = None, maximum: float | None = None
     ) -> float | None:
+        """The number, or None when absent and `optional` (then never None)."""
         if self.value is None:
             if optional:
                 return None
@@ -302,7 +325,14 @@ class Node:
     def score(self) -> float | None:
         return self.num(minimum=0, maximum=100)
 
+    @overload
+    def int(self, *, optional: Literal[False], minimum: int = 0) -> int: ...
+
+    @overload
+    def int(self, *, optional: bool = True, minimum: int = 0) -> int | None: ...
+
     def int(self, *, optional: bool = True, minimum: int = 0) -> int | None:
+        """The whole number, or None when absent and `optional` (then never None)."""
         number = self.num(optional=optional, minimum=minimum)
         if number is None:
             return None

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from runs import bounds, normalize
 from runs.importers.records import (
     FormatError,
     HardwareRecord,
+    ImportedSuite,
+    ImportedTask,
     Node,
     RunRecord,
     SampleRecord,
-    SuiteRecord,
-    TaskRecord,
 )
-from worker.engine.comparability import reasons_for_bundle
-from worker.engine.scoring import MEASURED_ONLY, is_speed_only
-from worker.engine.stats import MIN_MEDIAN_N, summarize
+from worker.rules.comparability import reasons_for_bundle
+from worker.rules.scoring import MEASURED_ONLY, is_speed_only
+from worker.rules.stats import MIN_MEDIAN_N, summarize
 
 MAX_OUTPUT = 20_000
 MAX_SETTINGS = 60
@@ -188,7 +189,7 @@ def _weights_digest(model: Node) -> str:
 
 
 def _reasons(node: Node) -> list[str]:
-    """Why the run is not comparable, by the engine's own rule (worker.engine.comparability)."""
+    """Why the run is not comparable, by the engine's own rule (worker.rules.comparability)."""
     block = node.get("comparability", required=False)
     if block.value is not None:
         for item in block.get("reasons").list():
@@ -196,11 +197,11 @@ def _reasons(node: Node) -> list[str]:
     return reasons_for_bundle(node.obj())
 
 
-def _settings(settings: Node) -> dict:
+def _settings(settings: Node) -> dict[str, str | float | bool | None]:
     """Launch settings that name the stack: a flat object of strings, numbers and booleans."""
     if settings.value is None:
         return {}
-    out = {}
+    out: dict[str, str | float | bool | None] = {}
     items = settings.items()
     if len(items) > MAX_SETTINGS:
         raise settings.fail(f"more than {MAX_SETTINGS} launch settings")
@@ -227,7 +228,7 @@ def _apply_contention(record: RunRecord, node: Node) -> None:
     record.contention_status = status
 
 
-def _suite(name: str, suite: Node) -> SuiteRecord:
+def _suite(name: str, suite: Node) -> ImportedSuite:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise suite.fail(f"suite name {name[:40]!r} is not a plain identifier")
     # A measured-only suite (the sweeps) has no score, whatever an older CLI wrote there.
@@ -241,7 +242,7 @@ def _suite(name: str, suite: Node) -> SuiteRecord:
     pass_count = suite.get("pass_count", required=False).int() or 0
     if pass_count > task_count:
         raise suite.get("pass_count").fail(f"{pass_count} passes out of {task_count} tasks")
-    return SuiteRecord(
+    return ImportedSuite(
         suite=name,
         score=suite.get("score").score() if scored else None,
         task_count=task_count,
@@ -252,9 +253,9 @@ def _suite(name: str, suite: Node) -> SuiteRecord:
     )
 
 
-def _task(task: Node, scored: bool = True) -> TaskRecord:
+def _task(task: Node, scored: bool = True) -> ImportedTask:
     metadata = task.get("metadata", required=False)
-    record = TaskRecord(
+    record = ImportedTask(
         task_id=task.get("task_id").str(),
         passed=bool(task.get("passed", required=False).bool()),
         score=task.get("score", required=False).score() if scored else None,
@@ -298,6 +299,15 @@ def _sample(position: int, trial: Node) -> SampleRecord:
 
 
 _SUMMARY_FIELDS = {"decode_tps": "decode_tps", "prefill_tps": "prefill_tps", "ttft_ms": "ttft_ms"}
+# The figures of a summary (worker.rules.contract.Summary) a run keeps per speed metric.
+_KEPT_STATS: tuple[Literal["median", "mean", "stdev", "p5", "p95", "peak"], ...] = (
+    "median",
+    "mean",
+    "stdev",
+    "p5",
+    "p95",
+    "peak",
+)
 
 
 def _apply_speed(record: RunRecord, node: Node) -> None:
@@ -308,7 +318,7 @@ def _apply_speed(record: RunRecord, node: Node) -> None:
             block = summary.get(metric, required=False)
             if block.value is None:
                 continue
-            for stat in ("median", "mean", "stdev", "p5", "p95", "peak"):
+            for stat in _KEPT_STATS:
                 record.speed[f"{metric}_{stat}"] = block.get(stat, required=False).num(minimum=0)
             n = block.get("n", required=False).int()
             if n is not None and n < MIN_MEDIAN_N:
@@ -331,7 +341,7 @@ def _apply_speed(record: RunRecord, node: Node) -> None:
             values = [v for v in values if v]  # the old CLIs wrote 0 for "not measured"
             # Below MIN_MEDIAN_N values there is no median to rank on (summarize says None).
             stats = summarize(values, higher_is_better=metric != "ttft_ms")
-            for stat in ("median", "mean", "stdev", "p5", "p95", "peak"):
+            for stat in _KEPT_STATS:
                 record.speed[f"{metric}_{stat}"] = stats[stat]
         record.speed_sample_count = len(samples)
         return

@@ -7,7 +7,13 @@ shape and are upgraded again on every read.
 
 from __future__ import annotations
 
-from runs.importers.records import FormatError
+from dataclasses import dataclass
+from typing import Literal
+
+from runs.importers.records import FormatError, JsonObject
+
+RunFormat = Literal["bundle-1", "envelope-v3", "failed-v3", "run-v3", "run-v2"]
+Visibility = Literal["public", "unlisted", "private"]
 
 CURRENT_BUNDLE_MAJOR = "1"
 KNOWN_SCORE_MAJORS = {"2", "3"}
@@ -18,7 +24,17 @@ class UnsupportedVersion(FormatError):
     """A newer major version than this server understands (HTTP 422, not 400)."""
 
 
-def detect_run_format(data: dict) -> str:
+@dataclass(frozen=True)
+class UpgradedRun:
+    """A run payload brought to bundle schema 1: the bundle, the format it was sent in, and
+    the visibility it asked for (anything unknown is public)."""
+
+    bundle: JsonObject
+    original_format: RunFormat
+    visibility: Visibility
+
+
+def detect_run_format(data: JsonObject) -> RunFormat:
     if "bundle_schema_version" in data:
         return "bundle-1"
     if isinstance(data.get("run"), dict):
@@ -32,9 +48,10 @@ def detect_run_format(data: dict) -> str:
     raise FormatError("(top level)", "unrecognised format (not a run, envelope or bundle)")
 
 
-def check_versions(data: dict) -> None:
+def check_versions(data: JsonObject) -> None:
     """Refuse majors we do not know, before any other validation, so clients see 422."""
-    body = data.get("run") if isinstance(data.get("run"), dict) else data
+    run = data.get("run")
+    body: JsonObject = run if isinstance(run, dict) else data
     # Only a well-formed but unknown major is "unsupported"; malformed values fail the schema.
     bundle = _major(body.get("bundle_schema_version"))
     if bundle is not None and bundle != CURRENT_BUNDLE_MAJOR:
@@ -59,7 +76,7 @@ def _major(version: object) -> str | None:
 # as it was: nothing downstream writes into the nested parts (test_upgrade_leaves_input.py).
 
 
-def v2_to_v3(run: dict) -> dict:
+def v2_to_v3(run: JsonObject) -> JsonObject:
     out = dict(run)
     out.setdefault("benchmark_id", "benchloop")
     out.setdefault("benchmark_version", "legacy")
@@ -72,14 +89,14 @@ def v2_to_v3(run: dict) -> dict:
     return out
 
 
-def envelope_to_v3(envelope: dict) -> tuple[dict, str]:
+def envelope_to_v3(envelope: JsonObject) -> JsonObject:
     out = dict(envelope["run"])
     if "source_run_id" in out and "run_id" not in out:
         out["run_id"] = out["source_run_id"]
-    return out, envelope.get("visibility", "public")
+    return out
 
 
-def v3_to_bundle(run: dict) -> dict:
+def v3_to_bundle(run: JsonObject) -> JsonObject:
     out = dict(run)
     out["bundle_schema_version"] = f"{CURRENT_BUNDLE_MAJOR}.0"
     out.setdefault("client_run_id", out.get("run_id") or out.get("source_run_id") or "")
@@ -87,17 +104,25 @@ def v3_to_bundle(run: dict) -> dict:
     return out
 
 
-def upgrade(data: dict) -> tuple[dict, str, str]:
-    """(bundle-1 dict, original format, visibility) for any supported run payload."""
+def settle_visibility(value: object) -> Visibility:
+    """The visibility a payload asked for, or public when it named none we know."""
+    if value == "unlisted":
+        return "unlisted"
+    if value == "private":
+        return "private"
+    return "public"
+
+
+def upgrade(data: JsonObject) -> UpgradedRun:
+    """Any supported run payload as bundle 1, with its original format and visibility."""
     check_versions(data)
     kind = detect_run_format(data)
-    visibility = "public"
     if kind == "bundle-1":
-        return dict(data), kind, data.get("visibility", "public")
+        return UpgradedRun(dict(data), kind, settle_visibility(data.get("visibility")))
     if kind == "envelope-v3":
-        run, visibility = envelope_to_v3(data)
+        run = envelope_to_v3(data)
         if "score_schema_version" not in run:
             run = v2_to_v3(run)
-        return v3_to_bundle(run), kind, visibility
+        return UpgradedRun(v3_to_bundle(run), kind, settle_visibility(data.get("visibility")))
     run = v2_to_v3(data) if kind == "run-v2" else data
-    return v3_to_bundle(run), kind, visibility
+    return UpgradedRun(v3_to_bundle(run), kind, "public")

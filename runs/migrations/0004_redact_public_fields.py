@@ -29,7 +29,7 @@ FIELDS = {
 
 
 def redact_stored(apps, schema_editor):
-    from worker.engine.redact import redact_field
+    from worker.rules.redact import redact_field
 
     for model_name, fields in FIELDS.items():
         model = apps.get_model("runs", model_name)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from worker.engine.bundle import upload_view
-from worker.engine.orchestrator import RunConfig, run_benchmark
+from worker.engine.orchestrator import run_benchmark
+from worker.engine.plan import RunConfig
 
 
 @pytest.fixture(scope="session")

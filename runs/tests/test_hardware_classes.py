@@ -218,4 +218,4 @@ def test_an_exports_machine_label_is_read_as_what_it_names(machine: str, kind: s
         score_scale="v2",
         hardware=_hardware_from_label(machine),
     )
-    assert normalize.hardware_class(**_hardware_fields(record))["kind"] == kind
+    assert normalize.hardware_class(**_hardware_fields(record.hardware))["kind"] == kind

@@ -23,7 +23,7 @@ from runs.importers.external import NeedsHardware, detect_external, parse_extern
 from runs.importers.records import FormatError, HardwareRecord
 from runs.models import Run, SuiteResult, TaskResult
 from submissions.intake import import_records
-from worker.engine.stats import MIN_MEDIAN_N
+from worker.rules.stats import MIN_MEDIAN_N
 
 DATA = Path(__file__).resolve().parent / "data" / "external"
 MACHINE = HardwareRecord(cpu="AMD EPYC", os_name="linux")

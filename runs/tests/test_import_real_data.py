@@ -26,7 +26,7 @@ from runs.importers.records import RunRecord
 from runs.models import Run
 from submissions.intake import import_records
 from submissions.models import Submission
-from worker.engine.redact import redact_command
+from worker.rules.redact import redact_command
 
 REAL = Path(
     os.environ.get(

@@ -10,12 +10,12 @@ from django.core.management import call_command
 from django.db.models import F
 
 from runs import demo, normalize
-from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
+from runs.importers.records import HardwareRecord, ImportedSuite, RunRecord
 from runs.models import Lane, Run, Stack
 from runs.services import refresh_stack_stats
 from submissions.intake import import_records
 from submissions.models import Status, Submission
-from worker.engine.stats import median_interval
+from worker.rules.stats import median_interval
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ def _run(hardware: HardwareRecord | None, decode: float, quality: float, **overr
             "ttft_ms_median": 5000 / decode,
         },
         hardware=hardware,
-        suites=[SuiteRecord(suite="toolcall", score=quality, task_count=15, pass_count=8)],
+        suites=[ImportedSuite(suite="toolcall", score=quality, task_count=15, pass_count=8)],
         submitter_name=f"person-{number % 3}",
     )
     fields.update(overrides)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
 from runs import lane_rows as lanes
 from runs.labels import labels_by_id as distinct_labels
+from runs.lanes import lane_version
 from runs.models import Stack
 
 
@@ -68,6 +70,31 @@ def test_quality_is_pooled_across_classes_and_speed_falls_back_to_the_mean() -> 
     assert lanes.pooled_quality(rows)[("v3", "3.0.0")] == lanes.Interval(3, 60.0, 50.0, 70.0)
     mean_only = _row(1, None, prefill_mean=850.0)
     assert mean_only["prefill"] == 850.0 and mean_only["decode"] is None
+
+
+def test_a_lanes_best_run_is_the_highest_then_the_newest_then_the_lowest_id() -> None:
+    """runs.lanes.aggregate, the one rule the stored lanes, the pages and the boards follow."""
+    later = datetime(2026, 2, 1, tzinfo=UTC)
+    rows = [
+        _row(1, 10.0, id=5, overall=70.0),
+        _row(1, 12.0, id=3, overall=70.0),
+        {**_row(1, 11.0, id=4, overall=70.0), "started_at": later},
+        _row(1, 99.0, id=2, overall=None),
+        _row(1, 11.0, id=1, overall=60.0, submitter="bob"),
+    ]
+    (found,) = lanes.lanes(rows)
+    assert found.best["id"] == 4 and found.submitters == 2
+    speed = [{**r, "score_scale": "speed", "speed_version": "2"} for r in rows]
+    (fastest,) = lanes.lanes(speed)
+    assert fastest.key == (1, "speed", "2") and fastest.best["id"] == 2
+
+
+def test_a_runs_lane_version_is_read_alike_from_a_row_and_a_run() -> None:
+    row = {"score_scale": "speed", "benchmark_version": "3.0.0", "speed_version": "2"}
+    run = SimpleNamespace(**row)  # a stored Run reads the same by attribute
+    assert lane_version(row) == lane_version(run) == "2"
+    assert lane_version({**row, "score_scale": "v3"}) == "3.0.0"
+    assert lane_version({"score_scale": "v2", "benchmark_version": None}) == ""
 
 
 def _stack(key: str, **fields) -> Stack:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
+from runs.importers.records import HardwareRecord, ImportedSuite, RunRecord
 from runs.models import Hardware, Run, Stack
 from runs.services import refresh_stack_stats
 from submissions.intake import import_records
@@ -44,7 +44,7 @@ def _record(**overrides) -> RunRecord:
             ram_gb=64,
             os_name="Linux",
         ),
-        suites=[SuiteRecord(suite="toolcall", score=55.0, task_count=15, pass_count=8)],
+        suites=[ImportedSuite(suite="toolcall", score=55.0, task_count=15, pass_count=8)],
         submitter_name="ada",
     )
     fields.update(overrides)

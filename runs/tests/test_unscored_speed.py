@@ -15,7 +15,8 @@ from runs.limits import upload_schema
 from runs.models import Run
 from submissions.intake import import_records
 from worker.engine.bundle import upload_view
-from worker.engine.orchestrator import RunConfig, run_benchmark
+from worker.engine.orchestrator import run_benchmark
+from worker.engine.plan import RunConfig
 
 pytestmark = pytest.mark.llm
 

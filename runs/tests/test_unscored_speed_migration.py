@@ -12,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
 from leaderboard.tests.factories import record
-from runs.importers.records import SuiteRecord
+from runs.importers.records import ImportedSuite
 from runs.models import Run
 from submissions.intake import import_records
 
@@ -52,9 +52,9 @@ def _speed_tile(client: Client, run: Run) -> str:
 
 @pytest.mark.django_db(transaction=True)
 def test_stored_runs_without_the_speed_suite_have_no_speed_score_and_back() -> None:
-    speed = SuiteRecord(suite="speed", score=0.0, task_count=9, pass_count=9)
-    sweep = SuiteRecord(suite="speed_sweep", score=None, task_count=8, pass_count=8)
-    toolcall = SuiteRecord(suite="toolcall", score=55.0, task_count=10, pass_count=6)
+    speed = ImportedSuite(suite="speed", score=0.0, task_count=9, pass_count=9)
+    sweep = ImportedSuite(suite="speed_sweep", score=None, task_count=8, pass_count=8)
+    toolcall = ImportedSuite(suite="toolcall", score=55.0, task_count=10, pass_count=6)
     runs = {
         # Quality suites alone (the factory's tool calls): the case of issue 32.
         "quality only": _stored(),

@@ -33,7 +33,7 @@ def document(request, smoke_run, envelope, v2_run) -> dict:
 
 def test_upgrading_and_parsing_leave_the_document_as_it_was(document) -> None:
     before = copy.deepcopy(document)
-    bundle, _kind, _visibility = upgrade(document)
+    bundle = upgrade(document).bundle
     bundle["status"] = "changed by a later step"
     parse_run_payload(document)
     assert document == before

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from runs.lanes import run_lane_version
+from runs.lanes import lane_version
 from runs.models import Run, TaskResult
 from submissions.models import ApiKey, Channel, Submission
 
@@ -96,7 +96,7 @@ def test_login_run_and_submit_with_the_real_cli(
     # The bundle's speed method reaches the run, and its speed-only lane is method 2's alone:
     # method 1's runs (the nine-cell grid) never pool with it.
     assert bundle["speed_method_version"] == "2" and stored.speed_version == "2"
-    assert stored.score_scale == "speed" and run_lane_version(stored) == "2"
+    assert stored.score_scale == "speed" and lane_version(stored) == "2"
     assert stored.decode_tps_median == pytest.approx(
         bundle["speed_summary"]["decode_tps"]["median"]
     )

@@ -216,7 +216,7 @@ def subschema(schema: dict, path: tuple) -> dict | None:
 
 
 def _template(smoke_run: dict) -> dict:
-    bundle, _kind, _visibility = upgrade(smoke_run)
+    bundle = upgrade(smoke_run).bundle
     bundle = copy.deepcopy(bundle)
     for name, suite in bundle["suites"].items():
         suite["tasks"] = suite["tasks"][: 2 if name == "speed" else 1]

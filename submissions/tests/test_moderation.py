@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import pytest
 from django.core import mail
 
-from runs.importers.records import HardwareRecord, RunRecord, SuiteRecord
+from runs.importers.records import HardwareRecord, ImportedSuite, RunRecord
 from runs.models import Stack
 from submissions.intake import import_records
 from submissions.models import Status, Submission
@@ -28,7 +28,7 @@ def _pending_run() -> Submission:
         reliability_score=100.0,
         value_score=20.0,
         hardware=HardwareRecord(gpu="RTX 3090", vram_gb=24),
-        suites=[SuiteRecord(suite="toolcall", score=60.0, task_count=15, pass_count=9)],
+        suites=[ImportedSuite(suite="toolcall", score=60.0, task_count=15, pass_count=9)],
     )
     run = import_records([record], status=Status.PENDING).created[0]
     return run.submission

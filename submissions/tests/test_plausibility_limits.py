@@ -11,7 +11,7 @@ import pytest
 
 from runs import normalize, roofline
 from runs.accelerators import DataFileError, catalog, parse_entry
-from runs.importers.records import RunRecord, SuiteRecord, TaskRecord
+from runs.importers.records import ImportedSuite, ImportedTask, RunRecord
 from runs.models import Hardware, Stack
 from submissions import integrity, run_facts
 from submissions.models import Channel, Status
@@ -137,8 +137,8 @@ def test_depth_cells_come_from_the_record() -> None:
     }
     record = RunRecord(source_format="bundle-1", started_at=None, model_id="x", score_scale="v3")
     record.suites = [
-        SuiteRecord("speed", tasks=[TaskRecord("s1", tokens_prompt=512)]),
-        SuiteRecord("speed_sweep", tasks=[TaskRecord("d", metadata={"cell": cell})]),
+        ImportedSuite("speed", tasks=[ImportedTask("s1", tokens_prompt=512)]),
+        ImportedSuite("speed_sweep", tasks=[ImportedTask("d", metadata={"cell": cell})]),
     ]
     claim = integrity.Claim.of_record(record)
     assert claim.workload.prompt_tokens == 512

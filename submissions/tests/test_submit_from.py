@@ -32,7 +32,7 @@ DATA = Path(__file__).resolve().parents[2] / "runs/tests/data/external"
 # The generator's manifest lists every file it made, with the command that made it.
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
 FILES = [entry["file"] for entry in MANIFEST["files"]]
-# This machine as `benchloop submit --from` describes it (worker.cli_from.this_machine).
+# This machine as `benchloop submit --from` describes it (worker.cli.submit_from.this_machine).
 MACHINE = {"cpu": "AMD EPYC 7B13", "gpu": "", "gpu_count": 0, "ram_gb": 62.8, "os": "Linux"}
 
 

@@ -20,7 +20,7 @@ class Command(BaseCommand):
         entries = []
         for row in rows:
             entry = {key: value for key, value in row.as_entry().items() if value is not None}
-            who = row.added_by.get_username() if row.added_by_id else "a moderator"
+            who = row.added_by.get_username() if row.added_by is not None else "a moderator"
             entry["note"] = f"added from the moderation queue by {who} on {row.created_at:%Y-%m-%d}"
             entries.append(entry)
         self.stdout.write(json.dumps(entries, indent=2, ensure_ascii=False))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -120,7 +120,9 @@ class Command(BaseCommand):
     ) -> Iterator[list[tuple[Path, list[RunRecord], str]]]:
         """Files in batches of FILES_PER_COMMIT, in order, parsed by `jobs` processes."""
         if jobs <= 1:
-            parsed = (read_file(path, model, self.hardware) for path in files)
+            parsed: Iterable[tuple[list[RunRecord], str]] = (
+                read_file(path, model, self.hardware) for path in files
+            )
             yield from _batches(files, parsed)
             return
         # Spawned, not forked: a forked child would share this process's database socket.

@@ -28,7 +28,11 @@ from submissions.seeding import import_fixture_files, join_unsized_classes, site
 BATCH = 2000
 REJECTED_SHARE = 0.05
 # How the small demo's uploads fared: the flagged and rejected ones are attempts, not runs.
-DEMO_STATUSES = {Status.APPROVED: 0.88, Status.FLAGGED: 0.04, Status.REJECTED: 0.08}
+DEMO_STATUSES: dict[str, float] = {
+    Status.APPROVED: 0.88,
+    Status.FLAGGED: 0.04,
+    Status.REJECTED: 0.08,
+}
 
 
 class Command(BaseCommand):

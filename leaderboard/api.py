@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import User
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -15,7 +18,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,8 +30,10 @@ from leaderboard import summaries
 from leaderboard.exports import view_meta
 from leaderboard.filters import BoardFilters
 from leaderboard.queries import board
+from leaderboard.rows import Figure, Row
 from runs import public
-from runs.models import Hardware, HardwareClass, Run, Stack, SuiteResult, TaskResult
+from runs.figures import Interval
+from runs.models import Hardware, HardwareClass, Run, RunQuerySet, Stack, SuiteResult, TaskResult
 from submissions.models import UploadAttempt
 from submissions.permissions import scope_required
 from submissions.services import delete_run
@@ -41,8 +46,9 @@ SPEED_FIELDS = [
 ]
 
 
-class HardwareSerializer(serializers.ModelSerializer):
-    label = serializers.CharField()
+class HardwareSerializer(serializers.ModelSerializer[Hardware]):
+    # Stub gap: the stubs read a declared field `label` as overriding Field.label.
+    label = serializers.CharField()  # type: ignore[assignment]
 
     class Meta:
         model = Hardware
@@ -71,7 +77,7 @@ class HardwareRowSerializer(HardwareSerializer):
         fields = [*HardwareSerializer.Meta.fields, "run_count"]
 
 
-class StackSerializer(serializers.ModelSerializer):
+class StackSerializer(serializers.ModelSerializer[Stack]):
     key = serializers.CharField(source="short_key")
     launch_settings = serializers.SerializerMethodField()
 
@@ -97,12 +103,12 @@ class StackSerializer(serializers.ModelSerializer):
         ]
 
     @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_launch_settings(self, stack: Stack) -> dict:
+    def get_launch_settings(self, stack: Stack) -> dict[str, Any]:
         # The same settings the stack page shows: none that locate or unlock a host.
         return public.public_launch_settings(stack.launch_settings)
 
 
-class RunSummarySerializer(serializers.ModelSerializer):
+class RunSummarySerializer(serializers.ModelSerializer[Run]):
     """Every public field of a run; nothing a submitter's machine or network could be traced by."""
 
     stack = StackSerializer()
@@ -149,22 +155,13 @@ class RunSummarySerializer(serializers.ModelSerializer):
         return f"/runs/{run.pk}/"
 
 
-class TaskSerializer(serializers.ModelSerializer):
+class TaskSerializer(serializers.ModelSerializer[TaskResult]):
     class Meta:
         model = TaskResult
-        fields = [
-            "task_id",
-            "passed",
-            "score",
-            "latency_ms",
-            "tokens_generated",
-            "tokens_prompt",
-            "execution_ok",
-            "finish_reason",
-        ]
+        fields = list(public.PUBLIC_TASK_COLUMNS)
 
 
-class SuiteSerializer(serializers.ModelSerializer):
+class SuiteSerializer(serializers.ModelSerializer[SuiteResult]):
     tasks = TaskSerializer(many=True)
 
     class Meta:
@@ -198,7 +195,7 @@ class RunDetailSerializer(RunSummarySerializer):
         ).count()
 
 
-def _public_runs():
+def _public_runs() -> RunQuerySet:
     return Run.objects.published().select_related("stack", "hardware", "submission__submitter")
 
 
@@ -253,13 +250,13 @@ FILTER_PARAMETERS = [
 ]
 
 
-class HardwareClassSerializer(serializers.ModelSerializer):
+class HardwareClassSerializer(serializers.ModelSerializer[HardwareClass]):
     class Meta:
         model = HardwareClass
         fields = ["id", "slug", "kind", "label", "vendor", "chip", "count", "memory_gb"]
 
 
-class FigureSerializer(serializers.Serializer):
+class FigureSerializer(serializers.Serializer[dict[str, Any]]):
     value = serializers.FloatField(help_text="the median of the row's runs")
     n = serializers.IntegerField(help_text="the runs the median is taken over")
     ci95 = serializers.ListField(
@@ -269,7 +266,7 @@ class FigureSerializer(serializers.Serializer):
     )
 
 
-class LaneRowSerializer(serializers.Serializer):
+class LaneRowSerializer(serializers.Serializer[dict[str, Any]]):
     """A row of GET /api/v1/leaderboard: one stack on one hardware class (or, on the
     all-hardware view, on every machine, with quality only)."""
 
@@ -309,18 +306,18 @@ class LaneRowSerializer(serializers.Serializer):
     best_run = serializers.DictField(allow_null=True)
 
 
-def _figure(figure) -> dict | None:
+def _figure(figure: Figure | None) -> dict[str, Any] | None:
     if figure is None:
         return None
     interval = [figure.low, figure.high] if figure.has_interval else None
     return {"value": figure.value, "n": figure.n, "ci95": interval}
 
 
-def _lane_row(row, *, pooled: bool) -> dict:
+def _lane_row(row: Row, *, pooled: bool) -> dict[str, Any]:
     """One row as JSON. On the all-hardware view it carries no speed and no score that
     includes speed, not even its best run's."""
     run = row.best_run
-    best = None
+    best: dict[str, Any] | None = None
     if run is not None:
         best = {"id": run.id, "url": f"/runs/{run.id}/", "quality_score": run.quality_score}
         best.update(is_verified=run.is_verified, started_at=run.started_at.isoformat())
@@ -332,7 +329,7 @@ def _lane_row(row, *, pooled: bool) -> dict:
                 ttft_ms_median=run.ttft_ms,
                 engine_version=run.engine_version,
             )
-    out = {
+    out: dict[str, Any] = {
         "stack": dict(StackSerializer(row.stack).data),
         "hardware_class": (
             dict(HardwareClassSerializer(row.hardware_class).data) if row.hardware_class else None
@@ -398,8 +395,7 @@ class LeaderboardView(APIView):
         return HttpResponse(body, content_type="application/json")
 
 
-def _leaderboard_body(request: Request) -> dict:
-
+def _leaderboard_body(request: Request) -> dict[str, Any]:
     result = board(BoardFilters.from_query(request.query_params), scatter_limit=0)
     filters = result.filters
     page = result.page
@@ -494,17 +490,18 @@ class StackDetailView(APIView):
         )
 
 
-def _interval(value) -> dict:
+def _interval(value: Interval) -> dict[str, Any]:
     return {"n": value.n, "median": value.median, "low": value.low, "high": value.high}
 
 
-def _lanes(stack: Stack) -> dict:
+def _lanes(stack: Stack) -> dict[str, Any]:
     """The stack page's lanes: medians (from one run) with 95% intervals (null below three
     runs), runs.figures.Interval."""
 
     rows = summaries.run_rows(Run.objects.published().filter(stack=stack))
     proof = summaries.evidence(rows, summaries.attempts_of([stack.id]))
-    lanes, quality = [], []
+    lanes: list[dict[str, Any]] = []
+    quality: list[dict[str, Any]] = []
     for scope in proof.scopes:
         scale, version = scope.key
         quality.append(
@@ -538,7 +535,7 @@ class RunDetailView(APIView):
 
     throttle_classes = READ_THROTTLES
 
-    def get_permissions(self):
+    def get_permissions(self) -> list[BasePermission]:
         if self.request.method == "DELETE":
             return [scope_required("submit")()]
         return [AllowAny()]
@@ -561,9 +558,11 @@ class RunDetailView(APIView):
         }
     )
     def delete(self, request: Request, pk: int) -> Response:
+        user = request.user
+        assert isinstance(user, User)  # the submit scope lets only an API key's owner here
         run = (
             Run.objects.select_related("submission")
-            .filter(pk=pk, submission__submitter=request.user)
+            .filter(pk=pk, submission__submitter=user)
             .first()
         )
         if run is None:  # someone else's run looks exactly like a missing one
@@ -601,5 +600,6 @@ class HardwareListView(APIView):
         )
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(hardware, request, view=self)
+        assert page is not None  # None only without a page size: settings set PAGE_SIZE
         data = [{**HardwareSerializer(h).data, "run_count": h.run_count} for h in page]
         return paginator.get_paginated_response(data)

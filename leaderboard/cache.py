@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -40,7 +41,7 @@ def shareable(request: HttpRequest) -> bool:
 
 
 def render_page(
-    request: HttpRequest, template: str, parts: str, context: Callable[[], dict]
+    request: HttpRequest, template: str, parts: str, context: Callable[[], dict[str, Any]]
 ) -> HttpResponse:
     """`render(request, template, context())`, or, when `shareable(request)`, one copy shared
     by anonymous visitors until the next publish, keyed by `parts` and the visitor's theme.
@@ -52,7 +53,7 @@ def render_page(
     if not shareable(request):
         return render(request, template, context())
 
-    rendered = []
+    rendered: list[bool] = []
 
     def compute() -> tuple[str, str]:
         rendered.append(True)

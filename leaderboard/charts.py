@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import NotRequired, Protocol, TypedDict
 
 from leaderboard.stats import Box, box, pareto_front
 
@@ -146,30 +146,40 @@ class Scatter:
     plot: tuple[float, float, float, float]  # left, top, right, bottom
 
 
-def scatter(items: Sequence[dict]) -> Scatter | None:
+class ScatterItem(TypedDict):
+    """One dot a page asks `scatter` for; an item without both values is not drawn."""
+
+    x: float | None  # decode tok/s
+    y: float | None  # quality, 0–100
+    label: str
+    href: str
+    name: NotRequired[str]  # the short label beside the dot; else the label to its last ": "
+
+
+def scatter(items: Sequence[ScatterItem]) -> Scatter | None:
     """Quality (y, 0–100) against decode tok/s (x, log scale); the Pareto front is marked.
 
     Each item needs x, y, label and href; its optional name is the short label drawn beside
     the dot (else the label up to its last ": ").
     """
-    items = [i for i in items if i["x"] and i["x"] > 0 and i["y"] is not None]
-    if not items:
+    drawn = [(x, y, i) for i in items if (x := i["x"]) and x > 0 and (y := i["y"]) is not None]
+    if not drawn:
         return None
     bottom, right = HEIGHT - BOTTOM, WIDTH - RIGHT
-    x_axis = Axis(*_log_range([i["x"] for i in items]), start=LEFT, end=right, log=True)
+    x_axis = Axis(*_log_range([x for x, _y, _i in drawn]), start=LEFT, end=right, log=True)
     y_axis = Axis(0, 100, start=bottom, end=TOP)
-    front = pareto_front([(i["y"], i["x"]) for i in items])
+    front = pareto_front([(y, x) for x, y, _i in drawn])
     points = [
         _place_name(
-            Point(x_axis(i["x"]), y_axis(i["y"]), i["label"], i["href"], index in front),
+            Point(x_axis(x), y_axis(y), i["label"], i["href"], index in front),
             i.get("name") or i["label"].rsplit(": ", 1)[0],
             (LEFT + right) / 2,
         )
-        for index, i in enumerate(items)
+        for index, (x, y, i) in enumerate(drawn)
     ]
     front_points = sorted((p for p in points if p.on_front), key=lambda p: p.x)
     # A staircase: nothing above-right of it exists, which is what "Pareto front" means here.
-    path = []
+    path: list[str] = []
     for index, p in enumerate(front_points):
         if index == 0:
             path.append(f"M{p.x},{p.y}")
@@ -207,7 +217,8 @@ class StripRow:
     y: float
     dots: list[Dot]
     box: Box | None
-    box_px: dict = field(default_factory=dict)
+    # Pixel positions of the box (low, q1, median, q3, high, top, bottom, box_width), for n >= 3.
+    box_px: dict[str, float] = field(default_factory=dict)
     series: int = 0
 
 
@@ -226,8 +237,23 @@ ROW_HEIGHT = 34
 STRIP_LEFT = 170
 
 
+class StripItem(TypedDict):
+    """One dot of a strip lane (leaderboard.summaries.dot)."""
+
+    value: float | None
+    label: str
+    href: NotRequired[str]
+    series: NotRequired[int]
+
+
+# (label, dots) or (label, dots, every value): see `strip`.
+StripLane = (
+    tuple[str, Sequence[StripItem]] | tuple[str, Sequence[StripItem], Sequence[float | None] | None]
+)
+
+
 def strip(
-    rows: Sequence[tuple],
+    rows: Sequence[StripLane],
     *,
     unit: str,
     log: bool = False,
@@ -239,16 +265,16 @@ def strip(
     href and series. With values, the box and the axis use them and the items are the dots
     drawn (a sample of a busy lane), so the summary still covers every run.
     """
-    rows = [(r[0], r[1], r[2] if len(r) > 2 else None) for r in rows]
+    lanes_in = [(r[0], r[1], r[2] if len(r) > 2 else None) for r in rows]
     values = [
         v
-        for _label, items, every in rows
+        for _label, items, every in lanes_in
         for v in (every if every is not None else (i["value"] for i in items))
         if v is not None
     ]
     if not values:
         return None
-    height = TOP + ROW_HEIGHT * len(rows) + BOTTOM
+    height = TOP + ROW_HEIGHT * len(lanes_in) + BOTTOM
     right, bottom = WIDTH - RIGHT, height - BOTTOM
     if fixed:
         low, high = fixed
@@ -260,22 +286,22 @@ def strip(
         low, high = _linear_range(values, floor_zero=min(values) < 0.3 * max(values))
     axis = Axis(low, high, start=STRIP_LEFT, end=right, log=log)
     lanes = []
-    for index, (label, items, every) in enumerate(rows):
+    for index, (label, items, every) in enumerate(lanes_in):
         centre = TOP + ROW_HEIGHT * index + ROW_HEIGHT / 2
-        present = [i for i in items if i["value"] is not None]
+        present = [(value, i) for i in items if (value := i["value"]) is not None]
         dots = [
             Dot(
-                axis(min(max(i["value"], low), high)),
+                axis(min(max(value, low), high)),
                 # A deterministic jitter keeps equal values apart and the SVG cacheable.
                 round(centre + ((n * 7919) % 13 - 6) * 1.1, 1),
                 i["label"],
                 i.get("href", ""),
                 i.get("series", index) % PALETTE_SIZE,
             )
-            for n, i in enumerate(present)
+            for n, (value, i) in enumerate(present)
         ]
-        summary = box(every if every is not None else (i["value"] for i in present))
-        box_px = {}
+        summary = box(every if every is not None else (value for value, _i in present))
+        box_px: dict[str, float] = {}
         if summary is not None and summary.n >= 3:
             box_px = {
                 "low": axis(max(summary.low, low)),
@@ -329,8 +355,8 @@ class Trend:
 
 def trend(categories: Sequence[tuple[str, Sequence[float]]], *, unit: str) -> Trend | None:
     """Median per category (in the given order) with a min–max whisker; two or more needed."""
-    groups = [(name, box(values)) for name, values in categories]
-    groups = [(name, summary) for name, summary in groups if summary is not None]
+    boxes = [(name, box(values)) for name, values in categories]
+    groups = [(name, summary) for name, summary in boxes if summary is not None]
     if len(groups) < 2:
         return None
     height = 260
@@ -424,12 +450,17 @@ def trend_lines(
 
 
 class Spread(Protocol):
-    """What a line chart draws of a category: its median, whisker ends and count."""
+    """What a line chart draws of a category: its median, whisker ends and count (read only:
+    a Box or a frozen runs.figures.Interval)."""
 
-    n: int
-    median: float | None
-    low: float | None
-    high: float | None
+    @property
+    def n(self) -> int: ...
+    @property
+    def median(self) -> float | None: ...
+    @property
+    def low(self) -> float | None: ...
+    @property
+    def high(self) -> float | None: ...
 
 
 def interval_lines(
@@ -450,7 +481,7 @@ def interval_lines(
 
 
 def _lines(
-    series: Sequence[tuple[str, Sequence[tuple[str, Any]]]], *, unit: str
+    series: Sequence[tuple[str, Sequence[tuple[str, Spread | None]]]], *, unit: str
 ) -> TrendLines | None:
     """The shared geometry of trend_lines and interval_lines: each summary has n, median, low
     and high (None for a gap); drawn only when some series has two points."""
@@ -467,10 +498,12 @@ def _lines(
     x_of = {i: round(LEFT + step * (place + 0.5), 1) for place, i in enumerate(present)}
     lines = []
     for index, (label, boxes) in enumerate(summaries):
-        points, path, gap = [], [], True
+        points: list[TrendPoint] = []
+        path: list[str] = []
+        gap = True
         for i in present:
             summary = boxes[i]
-            if summary is None:
+            if summary is None or summary.median is None:  # (the callers leave none such)
                 gap = True
                 continue
             low = summary.low if summary.low is not None else summary.median

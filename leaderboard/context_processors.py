@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -32,7 +33,7 @@ def visitor_theme(request: HttpRequest) -> str:
     return theme if theme in _NEXT_THEME else "auto"
 
 
-def site(request: HttpRequest) -> dict:
+def site(request: HttpRequest) -> dict[str, Any]:
     """The demo banner (set where synthetic runs are seeded: scripts/serve.sh) and the visitor's
     theme."""
     theme = visitor_theme(request)

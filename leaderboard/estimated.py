@@ -13,8 +13,9 @@ from __future__ import annotations
 import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from leaderboard import cache as board_cache
@@ -25,6 +26,9 @@ from runs.accelerators import Catalog
 from runs.figures import Interval
 from runs.models import Hardware, HardwareClass, HardwareKind, Run, ScoreScale, Stack
 from submissions import integrity
+
+if TYPE_CHECKING:  # a type of django-stubs, a development dependency
+    from django_stubs_ext import WithAnnotations
 
 # How many unmeasured stacks a board lists: the ones with the most published runs elsewhere.
 SHOWN = 12
@@ -86,43 +90,58 @@ def lane_of(
     )
 
 
-def bundle_model(block: object) -> dict:
+def bundle_model(block: object) -> dict[str, Any]:
     """The part of a run's bundle a ceiling reads (its model block, submissions.run_facts),
     fetched alone with KeyTransform("model", …) instead of whole bundles with every trial."""
     return {"model": block} if isinstance(block, dict) else {}
 
 
-def measured_lanes() -> tuple[list[estimates.Lane], Counter]:
+class ModelBlock(TypedDict):
+    """A run annotated with its bundle's model block (bundle_model reads it)."""
+
+    model_block: object
+
+
+def measured_lanes() -> tuple[list[estimates.Lane], Counter[str]]:
     """Every published lane with a known ceiling (its speeds the medians of its runs), and
     why the others were left out."""
     catalog = integrity.current_catalog()
-    grouped: dict[tuple[int, int], list[Run]] = defaultdict(list)
+    # Each lane's runs, each with its bundle's model block (read alone, bundle_model).
+    grouped: dict[tuple[int, int | None], list[tuple[Run, object]]] = defaultdict(list)
     runs = Run.objects.published().exclude(hardware_class=None)
     runs = runs.select_related("stack", "hardware", "hardware_class").defer("raw_payload")
-    for run in runs.annotate(model_block=KeyTransform("model", "raw_payload")).order_by("id"):
-        grouped[(run.stack_id, run.hardware_class_id)].append(run)
-    lanes, skipped = [], Counter()
+    # Known by construction; django-stubs drop annotate()'s fields when a RunQuerySet is
+    # iterated.
+    found_runs = cast(
+        "QuerySet[WithAnnotations[Run, ModelBlock]]",
+        runs.annotate(model_block=KeyTransform("model", "raw_payload")).order_by("id"),
+    )
+    for run in found_runs:
+        grouped[(run.stack_id, run.hardware_class_id)].append((run, run.model_block))
+    lanes: list[estimates.Lane] = []
+    skipped: Counter[str] = Counter()
     for _key, found in sorted(grouped.items()):
-        first = found[0]
-        decode = [r.decode_tps for r in found if r.decode_tps]
-        prefill = [r.prefill_tps for r in found if r.prefill_tps]
-        if first.hardware_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
+        first, model_block = found[0]
+        hw_class = first.hardware_class
+        if hw_class is None:  # (none: the query leaves out runs on no class)
+            continue
+        decode = [r.decode_tps for r, _block in found if r.decode_tps]
+        prefill = [r.prefill_tps for r, _block in found if r.prefill_tps]
+        if hw_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
             skipped["remote or unknown hardware: no roofline"] += 1
         elif not decode and not prefill:
             skipped["no speed measured"] += 1
         elif first.hardware is None:
             skipped["no machine recorded"] += 1
         else:
-            ceilings = ceilings_of(
-                first.stack, first.hardware, catalog, bundle_model(first.model_block)
-            )
+            ceilings = ceilings_of(first.stack, first.hardware, catalog, bundle_model(model_block))
             if isinstance(ceilings, str):
                 skipped[ceilings] += 1
                 continue
             lanes.append(
                 lane_of(
                     first.stack,
-                    first.hardware_class,
+                    hw_class,
                     ceilings,
                     # The lane's figures by the board's rule (runs.figures).
                     decode=Interval.of(decode).median,
@@ -202,7 +221,7 @@ def estimate(
     machine = machine or representative_machine(hw_class)
     if machine is None:
         return None
-    if payload is None and stack.best_run_id:
+    if payload is None and stack.best_run is not None:
         payload = stack.best_run.raw_payload
     ceilings = ceilings_of(stack, machine, catalog or integrity.current_catalog(), payload)
     if isinstance(ceilings, str):
@@ -307,7 +326,7 @@ def for_class(
     return shown
 
 
-def for_stack_page(stack: Stack, hw: str, measured: list[HardwareClass]) -> dict | None:
+def for_stack_page(stack: Stack, hw: str, measured: list[HardwareClass]) -> dict[str, Any] | None:
     """What the stack page shows for ?hw=<a class the stack has no published run on>: the
     estimate (None where none can be made), the command and whether the lab can measure it;
     None where the class is measured (`measured`) or unknown."""
@@ -330,7 +349,7 @@ def lab_measures(hw_class: HardwareClass) -> bool:
     return Run.objects.published().filter(hardware_class=hw_class, is_verified=True).exists()
 
 
-def board_section(filters: BoardFilters, scope: Scope) -> dict | None:
+def board_section(filters: BoardFilters, scope: Scope) -> dict[str, Any] | None:
     """The "Estimated, not measured" section of a single class's board (first page only), or
     None on views of several classes, all hardware, or remote endpoints."""
     hw_class = scope.single

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -20,7 +21,7 @@ from runs import estimates
 from runs.models import HardwareClass, HardwareKind
 
 
-def _figure(found: estimates.Estimate | None) -> dict | None:
+def _figure(found: estimates.Estimate | None) -> dict[str, Any] | None:
     """tok/s with the 80% interval's ends (null where too few lanes bound one)."""
     if found is None:
         return None
@@ -32,7 +33,7 @@ def _figure(found: estimates.Estimate | None) -> dict | None:
     }
 
 
-def as_dict(hw_class: HardwareClass, rows: list[estimated.Estimated]) -> dict:
+def as_dict(hw_class: HardwareClass, rows: list[estimated.Estimated]) -> dict[str, Any]:
     accuracy = {
         metric: {"lanes": lanes, "median_abs_error": error, "interval_held": held}
         for metric, (lanes, error, held) in estimated.ACCURACY.items()
@@ -88,7 +89,7 @@ class EstimatesView(APIView):
         engine = request.query_params.get("engine", "")[:60]
         quant = request.query_params.get("quant", "")[:40]
 
-        def compute() -> dict:
+        def compute() -> dict[str, Any]:
             return as_dict(hw_class, estimated.for_class(hw_class, engine=engine, quant=quant))
 
         return Response(board_cache.cached("estimates-api", f"{slug}|{engine}|{quant}", compute))

@@ -8,11 +8,14 @@ import io
 import json
 import re
 from collections.abc import Callable, Sequence
+from typing import Literal, NotRequired, TypedDict
 
-from leaderboard.rows import Row
+from leaderboard.filters import BoardFilters
+from leaderboard.queries import Scope
+from leaderboard.rows import Figure, Row
 from leaderboard.suite_columns import SUITE_COLUMNS
 from runs.figures import runs_text
-from runs.models import Run, ScoreScale
+from runs.models import Run, ScoreScale, Stack
 
 MIXED_WARNING = (
     "ALL HARDWARE: these rows pool runs from different machines. They are ranked by quality "
@@ -21,10 +24,32 @@ MIXED_WARNING = (
 )
 
 
-def view_meta(filters, scope, version: str) -> dict:
+class ViewMeta(TypedDict):
+    """What a view is about (view_meta): the head of an export and of the API's board."""
+
+    hardware: str
+    hardware_class: str | None
+    mixes_hardware: bool
+    ranked_within: str
+    warning: str
+    score_scale: str
+    benchmark_version: str
+    method: str | None
+    speed: bool
+    quality: bool
+    suites: NotRequired[list[str]]
+    too_many_runs: NotRequired[bool]  # set by the API where a run filter matched too many
+
+
+# One export row: its columns depend on the view (speed, suites), its values are JSON's.
+Record = dict[str, object]
+Part = Literal["value", "low", "high", "n"]
+
+
+def view_meta(filters: BoardFilters, scope: Scope, version: str) -> ViewMeta:
     """What a view is about, said once at the top of an export (and per row in the CSV)."""
     single = scope.single
-    meta = {
+    meta: ViewMeta = {
         "hardware": "all hardware (mixes machines)" if scope.pooled else scope.label,
         "hardware_class": single.slug if single else None,
         "mixes_hardware": scope.pooled,
@@ -46,32 +71,48 @@ def view_meta(filters, scope, version: str) -> dict:
     return meta
 
 
-def _figure(row: Row, name: str, part: str):
-    figure = row.figures.get(name)
+def _part(figure: Figure | None, part: Part) -> int | float | None:
     if figure is None:
         return None
     if part == "value":
         return figure.value
-    return getattr(figure, part)
+    if part == "low":
+        return figure.low
+    if part == "high":
+        return figure.high
+    return figure.n
 
 
-def _suite(row: Row, suite: str, part: str):
-    figure = row.suites.get(suite)
-    return None if figure is None else (figure.value if part == "value" else getattr(figure, part))
+def _figure(name: str, part: Part) -> Callable[[Row], object]:
+    return lambda r: _part(r.figures.get(name), part)
 
 
-def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
+def _suite(suite: str, part: Part) -> Callable[[Row], object]:
+    return lambda r: _part(r.suites.get(suite), part)
+
+
+def _suite_n(suite: str) -> Callable[[Row], object]:
+    return lambda r: _part(r.suites.get(suite), "n") or 0
+
+
+def _stack(row: Row) -> Stack:
+    # Every exported row has its stack: queries attaches them and drops rows whose stack is gone.
+    assert row.stack is not None
+    return row.stack
+
+
+def _columns(view: ViewMeta) -> list[tuple[str, Callable[[Row], object]]]:
     """(header, value of a row); numbers stay numbers so spreadsheets can sort them. The
     all-hardware view has no speed column and no score that includes speed."""
     columns: list[tuple[str, Callable[[Row], object]]] = [
-        ("model", lambda r: r.stack.model_id),
-        ("quantization", lambda r: r.stack.quantization),
-        ("engine", lambda r: r.stack.engine),
-        ("backend", lambda r: (r.stack.launch_settings or {}).get("backend", "")),
-        ("method", lambda r: r.stack.method),
-        ("harness", lambda r: r.stack.harness),
-        ("draft_model", lambda r: r.stack.draft_model),
-        ("context_length", lambda r: r.stack.context_length),
+        ("model", lambda r: _stack(r).model_id),
+        ("quantization", lambda r: _stack(r).quantization),
+        ("engine", lambda r: _stack(r).engine),
+        ("backend", lambda r: (_stack(r).launch_settings or {}).get("backend", "")),
+        ("method", lambda r: _stack(r).method),
+        ("harness", lambda r: _stack(r).harness),
+        ("draft_model", lambda r: _stack(r).draft_model),
+        ("context_length", lambda r: _stack(r).context_length),
     ]
     if view["mixes_hardware"]:
         columns.append(("hardware", lambda r: view["hardware"]))
@@ -98,17 +139,17 @@ def _columns(view: dict) -> list[tuple[str, Callable[[Row], object]]]:
     for name in figures:
         key = lane_name.get(name, name)
         columns += [
-            (name, lambda r, k=key: _figure(r, k, "value")),
-            (f"{name}_ci95_low", lambda r, k=key: _figure(r, k, "low")),
-            (f"{name}_ci95_high", lambda r, k=key: _figure(r, k, "high")),
+            (name, _figure(key, "value")),
+            (f"{name}_ci95_low", _figure(key, "low")),
+            (f"{name}_ci95_high", _figure(key, "high")),
         ]
     for suite in view.get("suites", []):
         columns += [
-            (f"suite_{suite}", lambda r, s=suite: _suite(r, s, "value")),
-            (f"suite_{suite}_ci95_low", lambda r, s=suite: _suite(r, s, "low")),
-            (f"suite_{suite}_ci95_high", lambda r, s=suite: _suite(r, s, "high")),
+            (f"suite_{suite}", _suite(suite, "value")),
+            (f"suite_{suite}_ci95_low", _suite(suite, "low")),
+            (f"suite_{suite}_ci95_high", _suite(suite, "high")),
             # A suite's n: the row's runs that have it (it may be fewer than n_runs).
-            (f"suite_{suite}_n", lambda r, s=suite: _suite(r, s, "n") or 0),
+            (f"suite_{suite}_n", _suite_n(suite)),
         ]
     columns += [
         ("n_runs", lambda r: r.runs),
@@ -128,13 +169,13 @@ def _rounded(value: object) -> object:
     return round(value, 3) if isinstance(value, float) else value
 
 
-def records(rows: Sequence[Row], *, base_url: str, view: dict) -> list[dict]:
+def records(rows: Sequence[Row], *, base_url: str, view: ViewMeta) -> list[Record]:
     """One plain dict per row, ranked, with links back to the site."""
     columns = _columns(view)
     out = []
     for rank, row in enumerate(rows, start=1):
         # A view of several classes ranks each class apart (rows grouped by class).
-        record: dict = {"rank": row.rank or rank}
+        record: Record = {"rank": row.rank or rank}
         record.update({name: _rounded(get(row)) for name, get in columns})
         record["stack_url"] = f"{base_url}/stacks/{row.stack_id}/"
         record["best_run_url"] = f"{base_url}/runs/{row.best_run_id}/" if row.best_run_id else ""
@@ -144,7 +185,7 @@ def records(rows: Sequence[Row], *, base_url: str, view: dict) -> list[dict]:
 
 def run_hardware(run: Run) -> str:
     """The hardware a single run is named by: its class, else its machine, else remote."""
-    if run.hardware_class_id:
+    if run.hardware_class is not None:
         return run.hardware_class.label
     return run.hardware.label if run.hardware else "a remote endpoint"
 
@@ -174,7 +215,7 @@ def safe_cell(value: object) -> object:
     return value
 
 
-def to_csv(rows: list[dict]) -> str:
+def to_csv(rows: list[Record]) -> str:
     buffer = io.StringIO()
     if rows:
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\r\n")
@@ -184,7 +225,7 @@ def to_csv(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def to_json(rows: list[dict], *, query: str, view: dict) -> str:
+def to_json(rows: list[Record], *, query: str, view: ViewMeta) -> str:
     return json.dumps({"query": query, "view": view, "count": len(rows), "rows": rows}, indent=1)
 
 
@@ -215,19 +256,21 @@ def markdown_text(value: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
 
 
-def _with_interval(row: dict, key: str) -> str:
+def _with_interval(row: Record, key: str) -> str:
     text = markdown_text(row.get(key))
     low, high = row.get(f"{key}_ci95_low"), row.get(f"{key}_ci95_high")
     if low is not None and high is not None:
         return f"{text} ({markdown_text(low)}–{markdown_text(high)})"
-    if f"{key}_n" in row and row.get(key) is not None:
-        return f"{text} ({runs_text(row[f'{key}_n'])})"  # a suite figure of one or two runs
-    if f"{key}_ci95_low" in row and row.get(key) is not None and row.get("few_runs"):
-        return f"{text} ({runs_text(row['n_runs'])})"
+    n, runs = row.get(f"{key}_n"), row.get("n_runs")  # counts, as records() writes them
+    if isinstance(n, int) and row.get(key) is not None:
+        return f"{text} ({runs_text(n)})"  # a suite figure of one or two runs
+    few = f"{key}_ci95_low" in row and row.get(key) is not None and row.get("few_runs")
+    if few and isinstance(runs, int):
+        return f"{text} ({runs_text(runs)})"
     return text
 
 
-def to_markdown(rows: list[dict], *, title: str, view: dict) -> str:
+def to_markdown(rows: list[Record], *, title: str, view: ViewMeta) -> str:
     lines = [f"# {markdown_text(title)}", ""]
     if view["warning"]:
         lines += [f"> **{markdown_text(view['warning'])}**", ""]

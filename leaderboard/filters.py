@@ -10,9 +10,11 @@ class with the most runs (leaderboard.queries.hardware_scope).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from dataclasses import field as state_field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Q
 from django.http import QueryDict
@@ -96,7 +98,7 @@ UNVERSIONED = "unversioned"
 _HARNESS_CHIP = {"format": "prompt format", "program": "agent program"}
 
 
-def _choice(value: str, allowed) -> str:
+def _choice(value: str, allowed: Iterable[tuple[object, str]]) -> str:
     return value if value in {str(key) for key, _ in allowed} else ""
 
 
@@ -323,7 +325,7 @@ class BoardFilters:
 
     # --- query strings --------------------------------------------------------------------
 
-    def to_query(self, **changes) -> QueryDict:
+    def to_query(self, **changes: Any) -> QueryDict:  # fields of any type, for replace()
         """The canonical query string: defaults are left out, so equal views share one URL."""
         state = replace(self, **changes) if changes else self
         query = QueryDict(mutable=True)
@@ -367,7 +369,7 @@ class BoardFilters:
             q &= ~Q(**{prefix + "method__in": methods.IMPORTED_METHODS})
         return q
 
-    def apply_to_runs(self, runs: RunQuerySet, *, now=None) -> RunQuerySet:
+    def apply_to_runs(self, runs: RunQuerySet, *, now: datetime | None = None) -> RunQuerySet:
         """Run-level filters other than hardware and free text (queries.py resolves those)."""
         if self.profile:
             runs = runs.filter(profile=self.profile)
@@ -401,5 +403,5 @@ class BoardFilters:
 CLASS_NARROWING = ("vram", "fits", "hardware", "vendor", "gpu", "cpu", "apple")
 
 
-def _default(name: str):
+def _default(name: str) -> Any:  # the named field's type: str, int or bool
     return next(f.default for f in fields(BoardFilters) if f.name == name)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 
 from leaderboard import filters as board_filters
-from leaderboard.queries import vram_range
+from leaderboard.queries import HardwareChoice, vram_range
 from runs.models import HardwareKind
 
 Menu = list[tuple[str, list[tuple[str, str]]]]
+# A natural-order key: (0, number, "") for each run of digits, (1, 0.0, text) for the rest.
+NameKey = tuple[tuple[int, float, str], ...]
 
 GPU_VENDORS = (("nvidia", "NVIDIA"), ("amd", "AMD"), ("intel", "Intel"))
 OTHER_GPUS = "Other GPUs"
@@ -30,13 +32,13 @@ ACROSS_GROUP = "Across machines"
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 
 
-def name_key(name: str) -> tuple:
+def name_key(name: str) -> NameKey:
     """Natural order: "RTX 3060" before "RTX 3090" before "RTX 4060 Ti", "M2" before "M10"."""
     parts = _NUMBER.split(name.casefold())
     return tuple((0, float(part), "") if i % 2 else (1, 0.0, part) for i, part in enumerate(parts))
 
 
-def class_order(choice: dict) -> tuple:
+def class_order(choice: HardwareChoice) -> tuple[NameKey, int, float, str]:
     """One chip's sizes and counts together: RTX 4090 24 GB, then 2× RTX 4090, then RTX 5090."""
     return (
         name_key(choice["chip"] or choice["label"]),
@@ -46,7 +48,7 @@ def class_order(choice: dict) -> tuple:
     )
 
 
-def class_group(choice: dict) -> str | None:
+def class_group(choice: HardwareChoice) -> str | None:
     """The group a class is listed under; None for classes no visitor can pick (unknown)."""
     kind = choice["kind"]
     if kind == HardwareKind.GPU:
@@ -56,7 +58,9 @@ def class_group(choice: dict) -> str | None:
     return dict(KIND_GROUPS).get(kind)
 
 
-def size_choices(choices: list[dict]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def size_choices(
+    choices: list[HardwareChoice],
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The entries "any GPU with N GB", one for each VRAM size some GPU class has, and "fits in
     N GB", one for each size that holds a GPU or Apple class (a smaller one would be empty)."""
     gpus = [c["memory_gb"] for c in choices if c["kind"] == HardwareKind.GPU and c["memory_gb"]]
@@ -79,9 +83,9 @@ def size_choices(choices: list[dict]) -> tuple[list[tuple[str, str]], list[tuple
     return vram, fits
 
 
-def hardware_menu(choices: list[dict]) -> Menu:
+def hardware_menu(choices: list[HardwareChoice]) -> Menu:
     """The menu for these classes (leaderboard.queries.hardware_choices)."""
-    by_group: dict[str, list[dict]] = {}
+    by_group: dict[str, list[HardwareChoice]] = {}
     for choice in choices:
         group = class_group(choice)
         if group is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +29,9 @@ from django.db.models.fields.json import KeyTransform
 from leaderboard import payload
 from leaderboard.stats import Proportion, wilson
 from runs.matrix import BASELINE, MATRIX_SUITES, SUITE_LABELS, harness_kind, harness_order
-from runs.models import HardwareClass, Outcome, Run, RunQuerySet, TaskResult
-from worker.engine.matrix.spec import FAILURES
+from runs.models import HardwareClass, Outcome, Run, RunQuerySet, Stack, TaskResult
+from worker.rules.harnesses import FAILURES
+from worker.rules.stats import median
 
 MAX_RUNS = 500  # newest runs per matrix: a page reads their tasks' overhead blocks
 MAX_TOKENS = 100_000_000
@@ -99,11 +101,11 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
+# What an attempt spent of one kind (tokens sent, requests, wall time); None: not recorded.
+Spent = Callable[[Attempt], float | None]
 
 
-def _per_task(attempts: list[Attempt], value) -> dict[tuple[str, str], float]:
+def _per_task(attempts: list[Attempt], value: Spent) -> dict[tuple[str, str], float]:
     """{(suite, task id): the mean of `value` over its measured attempts}."""
     found: dict[tuple[str, str], list[float]] = defaultdict(list)
     for a in attempts:
@@ -113,7 +115,7 @@ def _per_task(attempts: list[Attempt], value) -> dict[tuple[str, str], float]:
     return {key: statistics.fmean(values) for key, values in found.items()}
 
 
-def ratio(attempts: list[Attempt], baseline: list[Attempt], value) -> float | None:
+def ratio(attempts: list[Attempt], baseline: list[Attempt], value: Spent) -> float | None:
     """What the harness spent ÷ what raw spent, over the tasks both measured (each task's mean
     over its attempts); None without a shared task or with nothing spent by raw."""
     mine, theirs = _per_task(attempts, value), _per_task(baseline, value)
@@ -149,9 +151,9 @@ class Overhead:
             prompt_tokens=_mean([a.prompt_tokens or 0 for a in measured]),
             completion_tokens=_mean([a.completion_tokens or 0 for a in measured]),
             requests=_mean([a.requests or 0 for a in measured]),
-            wall_ms=_median([a.wall_ms for a in measured if a.wall_ms is not None]),
-            model_ms=_median([a.model_ms for a in measured if a.model_ms is not None]),
-            harness_ms=_median([a.harness_ms for a in measured if a.harness_ms is not None]),
+            wall_ms=median(a.wall_ms for a in measured),
+            model_ms=median(a.model_ms for a in measured),
+            harness_ms=median(a.harness_ms for a in measured),
             peak_context=max(peaks) if peaks else None,
         )
         if baseline is not None:
@@ -169,7 +171,7 @@ class Cell:
     score: Proportion | None
     runs: int
     overhead: Overhead
-    failures: Counter = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
 
     @property
     def label(self) -> str:
@@ -341,19 +343,19 @@ def _setups(runs: RunQuerySet) -> list[Setup]:
     return [Setup(row["stack__quantization"], row["stack__engine"], row["n"]) for row in found]
 
 
-def _labels(values) -> list[str]:
+def _labels(values: Iterable[object]) -> list[str]:
     found = sorted({payload.text(v)[:LABEL_CHARS] for v in values if payload.text(v).strip()})
     return found[:MAX_LABELS]
 
 
-def _run_rows(runs: RunQuerySet) -> list[dict]:
+def _run_rows(runs: RunQuerySet) -> list[dict[str, Any]]:
     """Each run's harness, version and variant: the bundle's `settings.harness_variant`, else
     what its matrix suites recorded (`suites.<name>.metadata.harness.variant`), at the top of
     the payload or in a v3 envelope's `run`. Only these keys are read (a payload can be large).
     """
 
-    def key(*path: str) -> KeyTransform:
-        node: Any = "raw_payload"
+    def key(first: str, *path: str) -> KeyTransform:
+        node = KeyTransform(first, "raw_payload")
         for name in path:
             node = KeyTransform(name, node)
         return node
@@ -465,7 +467,7 @@ def build(
     )
 
 
-def for_stack(stack, preferred_slug: str = "") -> Matrix | None:
+def for_stack(stack: Stack, preferred_slug: str = "") -> Matrix | None:
     """The matrix a stack page mentions: its model on the class asked for (else the class
     with the most matrix runs), in the stack's own setup where that has matrix runs."""
     classes = classes_for(stack.model_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import Any
 
 from leaderboard.exports import safe_cell
 from leaderboard.matrix import Cell, HarnessRow, Matrix
@@ -44,7 +45,7 @@ def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def score_dict(score: Proportion | None) -> dict | None:
+def score_dict(score: Proportion | None) -> dict[str, Any] | None:
     if score is None:
         return None
     return {
@@ -56,7 +57,7 @@ def score_dict(score: Proportion | None) -> dict | None:
     }
 
 
-def cell_dict(cell: Cell | None) -> dict | None:
+def cell_dict(cell: Cell | None) -> dict[str, Any] | None:
     if cell is None:
         return None
     o = cell.overhead
@@ -86,7 +87,7 @@ def cell_dict(cell: Cell | None) -> dict | None:
     }
 
 
-def _row_dict(row: HarnessRow, suites: list[str]) -> dict:
+def _row_dict(row: HarnessRow, suites: list[str]) -> dict[str, Any]:
     return {
         "harness": row.harness,
         "kind": row.kind,
@@ -98,7 +99,7 @@ def _row_dict(row: HarnessRow, suites: list[str]) -> dict:
     }
 
 
-def as_dict(matrix: Matrix) -> dict:
+def as_dict(matrix: Matrix) -> dict[str, Any]:
     suites = [name for name, _label in matrix.suites]
     v = matrix.verdict
     return {

@@ -37,7 +37,7 @@ def reason(value: Any) -> str:
     return found[len("not measured: ") :] if found.startswith("not measured: ") else found
 
 
-def body(raw: Any) -> dict:
+def body(raw: Any) -> dict[str, Any]:
     """The bundle inside a stored payload: the v3 envelope's `run`, or the payload itself."""
     if not isinstance(raw, dict):
         return {}
@@ -45,7 +45,7 @@ def body(raw: Any) -> dict:
     return inner if isinstance(inner, dict) else raw
 
 
-def block(raw: Any, name: str) -> dict:
+def block(raw: Any, name: str) -> dict[str, Any]:
     """One top-level block of the bundle, or {} when it is missing or not an object."""
     found = body(raw).get(name)
     return found if isinstance(found, dict) else {}

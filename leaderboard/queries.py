@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, TypedDict
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Q, Sum, Window
+from django.db.models import Count, F, Q, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce, RowNumber
 
 from leaderboard import cache as board_cache
@@ -20,7 +23,8 @@ from leaderboard import filters as board_filters
 from leaderboard import rows as board_rows
 from leaderboard import suite_columns
 from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, UNVERSIONED, BoardFilters, sort_spec
-from leaderboard.rows import Row
+from leaderboard.rows import Figure, Row
+from leaderboard.suite_columns import SuiteFigures
 from runs import matrix, methods, normalize
 from runs.methods import DEFAULT_METHOD
 from runs.models import (
@@ -48,6 +52,25 @@ NARROW = (
     "stack__engine",
 )
 KIND_ORDER = [HardwareKind.GPU, HardwareKind.APPLE, HardwareKind.CPU, HardwareKind.REMOTE]
+
+# One class of hardware_choices: id, slug, label, kind, vendor, chip, count, memory_gb and
+# runs. A plain dict: the views and the API read it as one, key by key.
+HardwareChoice = dict[str, Any]
+# One dot of the board's scatter (_point): stack_id, quality_score, decode_tps_median and the
+# stack's model, quantization and engine under their values() names (views.board.scatter_for).
+ScatterPoint = dict[str, Any]
+# A run as run_values reads it, in board_rows.RUN_COLUMNS order (no submitter).
+RunValues = tuple[
+    int,
+    int,
+    int | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    datetime,
+]
 
 
 # --- which hardware a view is about ---------------------------------------------------------
@@ -198,7 +221,7 @@ def sized_classes(model_slug: str) -> list[HardwareClass]:
     return [c for c in found if _SIZE_SUFFIX.fullmatch(c.slug[len(model_slug) + 1 :])]
 
 
-def version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple[tuple[int, int, str], ...]:
     """Benchmark versions newest first: numeric parts compared as numbers, others last."""
     parts = []
     for piece in version.replace("-", ".").split("."):
@@ -266,7 +289,7 @@ def _text_q(text: str, *, stack: str = "stack_id", hardware: str = "hardware_cla
 SCALE_ORDER = (ScoreScale.V3, ScoreScale.SPEED_ONLY, ScoreScale.V2)
 
 
-def _scope_lanes(filters: BoardFilters, scope: Scope):
+def _scope_lanes(filters: BoardFilters, scope: Scope) -> QuerySet[Lane]:
     """Published lanes on the view's scale and hardware, any method and version."""
     qs = Lane.objects.filter(score_scale=filters.scale, run_count__gt=0, best_run__isnull=False)
     qs = qs.filter(replace(filters, method="", ranked_method="").stack_q())
@@ -313,10 +336,11 @@ def settle(filters: BoardFilters) -> BoardFilters:
         return filters
     # Only the default class depends on the scale (and is cached): one scope serves the rest.
     scope = None if not (filters.picks_hardware or filters.pooled) else hardware_scope(filters)
-    if not filters.scale_named and filters.scale == ScoreScale.V3 and scope is None:
-        filters = replace(filters, scale=default_scale())
-    elif not filters.scale_named and filters.scale == ScoreScale.V3 and not filters.pooled:
-        filters = replace(filters, scale=_busier_scale(filters, scope))
+    if not filters.scale_named and filters.scale == ScoreScale.V3:
+        if scope is None:
+            filters = replace(filters, scale=default_scale())
+        elif not filters.pooled:
+            filters = replace(filters, scale=_busier_scale(filters, scope))
     filters = replace(filters, scale_named=True)
     if filters.method:
         return replace(filters, ranked_method=filters.method)
@@ -329,19 +353,20 @@ def settle(filters: BoardFilters) -> BoardFilters:
 
 @dataclass
 class Board:
-    page: Page
+    # Of the view's rows (run-filtered views) or of its lanes' NARROW tuples.
+    page: Page[Row] | Page[tuple[Any, ...]]
     rows: list[Row]
-    points: list[dict]
+    points: list[ScatterPoint]
     scope: Scope
     version: str
+    filters: BoardFilters  # as settled: the scale and method ranked
     versions: list[str] = field(default_factory=list)
     too_many_runs: int = 0  # a run filter matched more than RUN_FILTER_LIMIT runs
-    filters: BoardFilters | None = None  # as settled: the scale and method ranked
     methods: dict[str, int] = field(default_factory=dict)  # lanes in view per method
 
     @property
     def method(self) -> str:
-        return self.filters.ranked_method if self.filters else DEFAULT_METHOD
+        return self.filters.ranked_method
 
     @property
     def method_label(self) -> str:
@@ -369,7 +394,7 @@ class Board:
         return [v for v in self.versions if v != self.version]
 
 
-def lanes(filters: BoardFilters, scope: Scope, version: str):
+def lanes(filters: BoardFilters, scope: Scope, version: str) -> QuerySet[Lane]:
     """Stored lanes in the view, annotated with the values they show, in display order."""
     qs = Lane.objects.filter(
         score_scale=filters.scale,
@@ -418,8 +443,12 @@ def lane_places(
     scope = Scope(sorted(set(class_ids)), "", single=None)
     totals: dict[int, int] = {}
     ranks: dict[int, int] = {}
+    # django-stubs check values_list() against the model's fields and miss the class_rank
+    # that lanes() annotates on a grouped view (as here: several classes).
     found = lanes(filters, scope, version).values_list(
-        "stack_id", "hardware_class_id", "class_rank"
+        "stack_id",
+        "hardware_class_id",
+        "class_rank",  # type: ignore[misc]
     )
     for stack_id, class_id, rank in found:
         totals[class_id] = totals.get(class_id, 0) + 1
@@ -450,7 +479,7 @@ def _matching(filters: BoardFilters, scope: Scope, version: str) -> RunQuerySet:
     return filters.apply_to_runs(runs)
 
 
-def run_values(filters: BoardFilters, scope: Scope, version: str) -> list[tuple]:
+def run_values(filters: BoardFilters, scope: Scope, version: str) -> list[RunValues]:
     """The matching published runs as board_rows.RUN_COLUMNS tuples, without the submitter
     (a join to every run's submission; `_count_submitters` counts them for the rows needed)."""
     return list(
@@ -522,7 +551,7 @@ def _finish_run_rows(
         benchmark_version=version,
         stack_id__in={r.stack_id for r in rows},
     ).values_list("stack_id", "hardware_class_id", "attempt_count")
-    attempts = {(s, c): n for s, c, n in stored}
+    attempts: dict[tuple[int, int | None], int] = {(s, c): n for s, c, n in stored}
     for row in rows:
         row.best_run = runs.get(row.best_run_id)
         row.attempts = max(row.runs, attempts.get((row.stack_id, row.hardware_class_id), 0))
@@ -541,18 +570,27 @@ def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
     version, versions = benchmark_version(filters)
     no_rows = scope.empty or (scope.pooled and filters.scale == ScoreScale.SPEED_ONLY)
     chart = scope.single is not None and filters.scale != ScoreScale.SPEED_ONLY
-    settled = dict(filters=filters, methods={} if no_rows else method_counts(filters, scope))
+    counts = {} if no_rows else method_counts(filters, scope)
     if no_rows:
-        page = Paginator([], PAGE_SIZE).get_page(1)
-        return Board(page, [], [], scope, version, versions, **settled)
+        empty: Page[Row] = Paginator([], PAGE_SIZE).get_page(1)
+        return Board(empty, [], [], scope, version, filters, versions, methods=counts)
     if filters.run_level and (n := _too_many(filters, scope, version)):
-        page = Paginator([], PAGE_SIZE).get_page(1)
-        return Board(page, [], [], scope, version, versions, too_many_runs=n, **settled)
+        empty = Paginator([], PAGE_SIZE).get_page(1)
+        return Board(
+            empty, [], [], scope, version, filters, versions, too_many_runs=n, methods=counts
+        )
+    page: Page[Row] | Page[tuple[Any, ...]]
+    candidates: Sequence[ScatterPoint | None]
     if filters.run_level:
         every = _rows_from_runs(filters, scope, version)
         page = Paginator(every, PAGE_SIZE).get_page(filters.page)
         rows = _finish_run_rows(list(page.object_list), filters, scope, version)
-        points = [_point(r.stack, r.quality, r.decode) for r in every] if chart else []
+        # (_rows_from_runs attaches every row's stack: a row whose stack is gone is dropped.)
+        candidates = (
+            [_point(r.stack, r.quality, r.decode) for r in every if r.stack is not None]
+            if chart
+            else []
+        )
     else:
         narrow, by_row = _view_lanes(filters, scope, version, NARROW)
         page = Paginator(narrow, PAGE_SIZE).get_page(filters.page)
@@ -560,15 +598,17 @@ def board(filters: BoardFilters, *, scatter_limit: int = 300) -> Board:
         ranks = [row[-1] for row in shown] if scope.grouped else None
         rows = _lane_rows([row[0] for row in shown], filters.scale, ranks)
         _lane_suites(rows, filters, scope, version, by_row)
-        points = _lane_points([r[: len(NARROW)] for r in narrow[:scatter_limit]]) if chart else []
-    points = [p for p in points if p][:scatter_limit]
+        candidates = (
+            _lane_points([r[: len(NARROW)] for r in narrow[:scatter_limit]]) if chart else []
+        )
+    points = [p for p in candidates if p][:scatter_limit]
     if filters.ranks_by_figure and not filters.sort_suite:
         # (A suite's own n sets its tiers; the rows' run counts would mark the wrong place.)
         board_rows.mark_tiers(rows)
-    return Board(page, rows, points, scope, version, versions, **settled)
+    return Board(page, rows, points, scope, version, filters, versions, methods=counts)
 
 
-def _point(stack: Stack, quality, decode) -> dict | None:
+def _point(stack: Stack, quality: Figure | None, decode: Figure | None) -> ScatterPoint | None:
     if quality is None or decode is None or not decode.value:
         return None
     return {
@@ -581,8 +621,8 @@ def _point(stack: Stack, quality, decode) -> dict | None:
     }
 
 
-def _lane_points(narrow: list[tuple]) -> list[dict]:
-    keys = ("quality_score", "decode_tps_median", "stack_id")
+def _lane_points(narrow: list[tuple[Any, ...]]) -> list[ScatterPoint]:
+    keys: tuple[str, ...] = ("quality_score", "decode_tps_median", "stack_id")
     keys += ("stack__model_id", "stack__quantization", "stack__engine")
     return [
         dict(zip(keys, row[1:], strict=True)) for row in narrow if row[1] is not None and row[2]
@@ -609,7 +649,7 @@ def board_export_rows(filters: BoardFilters) -> tuple[list[Row], Scope, str]:
 
 def _view_lanes(
     filters: BoardFilters, scope: Scope, version: str, columns: tuple[str, ...], limit: int = 0
-) -> tuple[list[tuple], dict]:
+) -> tuple[list[tuple[Any, ...]], SuiteFigures]:
     """The view's lanes as `columns` (which hold "id" and "stack_id"), then the class rank
     where grouped, in display order; with the suite figures found for a suite sort."""
     qs = lanes(filters, scope, version)
@@ -620,7 +660,7 @@ def _view_lanes(
 
 
 def _lane_suites(
-    rows: list[Row], filters: BoardFilters, scope: Scope, version: str, by_row: dict
+    rows: list[Row], filters: BoardFilters, scope: Scope, version: str, by_row: SuiteFigures
 ) -> list[Row]:
     """The rows' per-suite columns: from `by_row` where the sort found them, else from the
     rows' lanes' runs (one query; none without suite columns)."""
@@ -634,13 +674,13 @@ def _lane_suites(
 # --- menus, feeds and other lists -----------------------------------------------------------
 
 
-def hardware_choices() -> list[dict]:
+def hardware_choices() -> list[HardwareChoice]:
     """Hardware classes with published lanes: most runs first per kind (the API's order; the
     "your hardware" menu groups and orders them by name, leaderboard.hardware_menu)."""
     classes = HardwareClass.objects.filter(lanes__run_count__gt=0).annotate(
         lane_runs=Sum("lanes__run_count")
     )
-    choices = [
+    choices: list[HardwareChoice] = [
         {
             "id": c.id,
             "slug": c.slug,
@@ -658,14 +698,28 @@ def hardware_choices() -> list[dict]:
     return sorted(choices, key=lambda c: (order.get(c["kind"], 9), -c["runs"], c["label"]))
 
 
-def facets() -> dict:
+class Facets(TypedDict):
+    """The filter menus' values (facets)."""
+
+    engines: list[str]
+    quants: list[str]
+    families: list[str]
+    harnesses: list[str]
+    harness_groups: list[tuple[str, list[str]]]
+    hardware: list[HardwareChoice]
+
+
+def facets() -> Facets:
     """Values offered by the filter menus: only what appears on published stacks."""
     stack_rows = (
         Stack.objects.filter(published_run_count__gt=0)
         .values_list("engine", "quantization", "model_family", "harness")
         .distinct()
     )
-    engines, quants, families, harnesses = set(), set(), set(), set()
+    engines: set[str] = set()
+    quants: set[str] = set()
+    families: set[str] = set()
+    harnesses: set[str] = set()
     for engine, quant, family, harness in stack_rows:
         engines.add(engine)
         quants.add(quant)
@@ -689,7 +743,7 @@ HARNESS_GROUPS = (
 )
 
 
-def harness_groups(names) -> list[tuple[str, list[str]]]:
+def harness_groups(names: Iterable[str]) -> list[tuple[str, list[str]]]:
     """The harnesses on offer as (group label, names): the baseline, the prompt formats and
     the real agent programs apart, so a format is never read as a program (empty groups
     left out)."""
@@ -701,7 +755,7 @@ def harness_groups(names) -> list[tuple[str, list[str]]]:
     return [(label, members) for label, members in groups if members]
 
 
-def cached_hardware_choices() -> list[dict]:
+def cached_hardware_choices() -> list[HardwareChoice]:
     return board_cache.cached("hardware-choices", "", hardware_choices)
 
 

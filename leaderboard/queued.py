@@ -6,7 +6,7 @@ headers in the second half of TTFT were not taken as that start: such a trial's 
 ran from the send (``prefill_window_source: "sent"``). On a busy server that window held the
 wait for a slot, so its prefill read a fraction of the server's rate and its client share of
 TTFT held the wait. The stored trial keeps its clock readings, so the engine's own rule
-(worker.engine.metrics) picks out those trials and gives what came before the slot's start and
+(worker.rules.timings) picks out those trials and gives what came before the slot's start and
 the window after it. The run page shows the stored figure marked, next to the one from the
 slot's start; nothing stored is rewritten, and bundles from older clients, uploaded later, are
 read the same way.
@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leaderboard import payload
-from worker.engine.metrics import prefill_window, ttft_split
-from worker.engine.providers.base import ServerTimings, StreamTiming
+from worker.rules.timings import ServerTimings, StreamTiming, prefill_window, ttft_split
 
 
 @dataclass(frozen=True)

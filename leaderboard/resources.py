@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from leaderboard.payload import body, number, reason, text
-from worker.engine.reasoning import BUDGET_SOURCES, reasoning_summary
+from worker.rules.reasoning import BUDGET_SOURCES, reasoning_summary
 
 LOAD_SOURCES = {
     "managed": "the lab started the server: launch to its health check",
@@ -19,8 +19,9 @@ LOAD_SOURCES = {
 }
 
 
-def _energy(resources: dict) -> dict:
-    energy = resources.get("energy") if isinstance(resources.get("energy"), dict) else {}
+def _energy(resources: dict[str, Any]) -> dict[str, Any]:
+    found = resources.get("energy")
+    energy: dict[str, Any] = found if isinstance(found, dict) else {}
     per_output = number(energy.get("joules_per_output_token"))
     return {
         "per_output": per_output,
@@ -33,13 +34,13 @@ def _energy(resources: dict) -> dict:
     }
 
 
-def _memory(resources: dict) -> dict:
+def _memory(resources: dict[str, Any]) -> dict[str, Any]:
     vram = resources.get("peak_vram_mib")
-    devices = []
+    devices: list[dict[str, Any]] = []
     if isinstance(vram, dict):
         for device, mib in sorted(vram.items(), key=lambda item: str(item[0]))[:16]:
-            if number(mib) is not None:
-                devices.append({"device": str(device)[:8], "gib": number(mib) / 1024})
+            if (found := number(mib)) is not None:
+                devices.append({"device": str(device)[:8], "gib": found / 1024})
     rss = number(resources.get("peak_server_rss_mib"))
     return {
         "vram": devices,
@@ -49,7 +50,7 @@ def _memory(resources: dict) -> dict:
     }
 
 
-def _cold(cold: dict) -> dict:
+def _cold(cold: dict[str, Any]) -> dict[str, Any]:
     source = cold.get("load_source")
     after = cold.get("first_request_after_load")
     return {
@@ -61,7 +62,7 @@ def _cold(cold: dict) -> dict:
     }
 
 
-def resources_view(raw: Any) -> dict:
+def resources_view(raw: Any) -> dict[str, Any]:
     """What the run page's "Memory, energy and cold start" section shows."""
     bundle = body(raw)
     resources = bundle.get("resources")
@@ -75,7 +76,7 @@ def resources_view(raw: Any) -> dict:
     return view
 
 
-def reasoning_view(raw: Any) -> dict | None:
+def reasoning_view(raw: Any) -> dict[str, Any] | None:
     """What the run page's "Reasoning" section shows (the CLI prints the same summary), with
     the thinking's share of the output tokens for its bar; None for a run that never reasoned."""
     summary = reasoning_summary(body(raw))

@@ -5,23 +5,26 @@ runs; a row of one or two runs shows its median with "1 run" or "2 runs" and ran
 rows that have three or more. The best run's overall score is evidence ("best of N") and never
 orders the rows. Rows come from the stored lanes (runs.models.Lane), or, when a filter picks
 among a lane's runs (profile, date, verified...), from the matching runs themselves through
-`aggregate`, which applies the same rule. The pooled all-hardware row carries quality only:
-speed, and any score that includes speed, exists only per hardware class.
+`aggregate`, which applies the same rule (runs.lanes.aggregate). The pooled all-hardware row
+carries quality only: speed, and any score that includes speed, exists only per hardware class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, cast
 
 from django.db.models import Case, F, Value, When
 
 from leaderboard import suite_columns
 from leaderboard.filters import ranks_by_figure
 from runs.figures import Interval, settled
-from runs.models import HardwareClass, Run, ScoreScale, Stack
-from worker.engine.stats import MIN_MEDIAN_N
+from runs.lanes import LaneRun
+from runs.lanes import aggregate as lane_figures
+from runs.models import HardwareClass, Lane, Run, ScoreScale, Stack
+from worker.rules.stats import MIN_MEDIAN_N
 
 FIGURES = ("overall", "quality", "decode", "prefill", "ttft")
 SPEED_FIGURES = ("decode", "prefill", "ttft")
@@ -105,7 +108,7 @@ LANE_SORTS = {
 LANE_TIER = Case(When(run_count__gte=MIN_MEDIAN_N, then=Value(0)), default=Value(1))
 
 
-def from_lane(lane, *, scale: str) -> Row:
+def from_lane(lane: Lane, *, scale: str) -> Row:
     """A Row from a Lane fetched with its stack, class and best run."""
     run = lane.best_run
     figures: dict[str, Figure | None] = {}
@@ -157,62 +160,51 @@ RUN_COLUMNS = (
 )
 
 
-def best_run_key(scale: str, *, pooled: bool) -> Callable[[tuple], tuple]:
-    """How a lane's runs are ranked to pick its best one; ties go to the newest, then lowest id.
-
-    Speed-only lanes by decode speed; the pooled lane by quality (it shows nothing else);
-    the others by overall score, like runs.services' choice of a stack's best run."""
-    column = 5 if scale == ScoreScale.SPEED_ONLY else 4 if pooled else 3
-
-    def key(run: tuple) -> tuple:
-        value = run[column]
-        return (value is None, -(value or 0.0), -run[8].timestamp(), run[0])
-
-    return key
-
-
-def aggregate(runs: Iterable[tuple], *, scale: str, pooled: bool) -> list[Row]:
-    """One Row per lane (stack × hardware class, or per stack when pooled) of these runs."""
-    groups: dict[tuple[int, int | None], list[tuple]] = {}
+def aggregate(runs: Iterable[tuple[Any, ...]], *, scale: str, pooled: bool) -> list[Row]:
+    """One Row per lane (stack × hardware class, or per stack when pooled) of these runs, by
+    the stored lanes' rule (runs.lanes.aggregate)."""
+    groups: dict[tuple[int, int | None], list[LaneRun]] = {}
     for run in runs:
-        groups.setdefault((run[1], None if pooled else run[2]), []).append(run)
-    rank = best_run_key(scale, pooled=pooled)
+        run_id, _, _, overall, quality, decode, prefill, ttft, started, *who = run
+        submitter = who[0] if who else None  # the optional last column
+        found = LaneRun(run_id, overall, quality, decode, prefill, ttft, started, submitter)
+        groups.setdefault((run[1], None if pooled else run[2]), []).append(found)
     names = _figures_for(scale, pooled=pooled)
-    columns = {"overall": 3, "quality": 4, "decode": 5, "prefill": 6, "ttft": 7}
     rows = []
     for (stack_id, class_id), members in groups.items():
-        best = min(members, key=rank)
-        figures = {name: shown(Interval.of(m[columns[name]] for m in members)) for name in names}
+        lane = lane_figures(members, scale=scale, pooled=pooled, figures=names)
         rows.append(
             Row(
                 stack_id=stack_id,
                 hardware_class_id=class_id,
-                best_run_id=best[0],
-                runs=len(members),
-                submitters=len({m[9] for m in members}) if len(best) > 9 else 0,
-                attempts=len(members),
-                best_overall=None if pooled else best[3],
-                figures=figures,
-                started_at=best[8],
+                best_run_id=lane.best.id,
+                runs=lane.runs,
+                submitters=lane.submitters,
+                attempts=lane.runs,
+                best_overall=None if pooled else lane.best.overall,
+                figures={name: shown(lane.figures[name]) for name in names},
+                started_at=lane.best.started_at,
             )
         )
     return rows
 
 
-def python_sort_value(row: Row, key: str):
+def python_sort_value(row: Row, key: str) -> float | str | None:
     """The value a Row sorts by, matching LANE_SORTS for rows that came from stored lanes."""
     if key in FIGURES:
         figure = row.figures.get(key)
         return figure.value if figure else None
-    return {
-        "runs": lambda: row.runs,
-        "submitters": lambda: row.submitters,
-        "model": lambda: row.stack.model_id.lower(),
-        "quant": lambda: row.stack.quantization.lower(),
-        "engine": lambda: row.stack.engine.lower(),
-        "hardware": lambda: row.hardware_class.label.lower() if row.hardware_class else "",
-        "date": lambda: row.started_at.timestamp() if row.started_at else None,
-    }[key]()
+    if key in ("model", "quant", "engine"):
+        stack = row.stack
+        assert stack is not None, "attach() gives every row its stack"
+        return {"model": stack.model_id, "quant": stack.quantization, "engine": stack.engine}[
+            key
+        ].lower()
+    if key == "hardware":
+        return row.hardware_class.label.lower() if row.hardware_class else ""
+    if key == "date":
+        return row.started_at.timestamp() if row.started_at else None
+    return {"runs": row.runs, "submitters": row.submitters}[key]
 
 
 def sort_rows(rows: list[Row], key: str, *, descending: bool, tie: str) -> list[Row]:
@@ -227,7 +219,7 @@ def sort_rows(rows: list[Row], key: str, *, descending: bool, tie: str) -> list[
     rows = sorted(rows, key=lambda r: (r.stack_id, r.hardware_class_id or 0))
     for name, desc in ((tie, True), (key, descending)):
         present = [r for r in rows if python_sort_value(r, name) is not None]
-        present.sort(key=lambda r: python_sort_value(r, name), reverse=desc)
+        present.sort(key=lambda r: cast(float | str, python_sort_value(r, name)), reverse=desc)
         rows = present + [r for r in rows if python_sort_value(r, name) is None]
     if ranks_by_figure(key):
         rows.sort(key=lambda r: not settled(r.runs))  # stable: the order above within a tier
@@ -262,7 +254,13 @@ def by_class(rows: list[Row]) -> list[Row]:
     return grouped
 
 
-def attach(rows: Sequence[Row], *, stacks: dict, classes: dict, runs: dict) -> list[Row]:
+def attach(
+    rows: Sequence[Row],
+    *,
+    stacks: dict[int, Stack],
+    classes: dict[int, HardwareClass],
+    runs: dict[int, Run],
+) -> list[Row]:
     """Fill each row's objects from id maps; rows whose stack is gone are dropped."""
     out = []
     for row in rows:

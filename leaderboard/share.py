@@ -18,6 +18,7 @@ TEXT = (232, 235, 241)
 MUTED = (163, 172, 189)
 ACCENT = (143, 168, 255)
 SERIES = [(143, 168, 255), (111, 220, 160), (243, 180, 98), (240, 130, 160)]
+Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Column:
 
 
 @cache
-def _font(size: int, bold: bool = False) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+def _font(size: int, bold: bool = False) -> Font:
     # DejaVu ships with most Linux images; Pillow's bundled font is the fallback elsewhere.
     name = "DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf"
     try:
@@ -45,7 +46,7 @@ def _font(size: int, bold: bool = False) -> ImageFont.FreeTypeFont | ImageFont.I
         return ImageFont.load_default(size=size)
 
 
-def _fit(draw: ImageDraw.ImageDraw, text: str, font, width: int) -> str:
+def _fit(draw: ImageDraw.ImageDraw, text: str, font: Font, width: int) -> str:
     text = " ".join(str(text).split())[:200]
     if draw.textlength(text, font=font) <= width:
         return text
@@ -54,7 +55,9 @@ def _fit(draw: ImageDraw.ImageDraw, text: str, font, width: int) -> str:
     return text + "…"
 
 
-def title_lines(draw: ImageDraw.ImageDraw, text: str, font, width: int, count: int) -> list[str]:
+def title_lines(
+    draw: ImageDraw.ImageDraw, text: str, font: Font, width: int, count: int
+) -> list[str]:
     """The title in at most `count` lines. What is cut is the middle, not the end: the end of
     a stack's label is what tells it from its neighbours on a compare card."""
     words = " ".join(str(text).split())[:200].split(" ")
@@ -144,7 +147,15 @@ def render_card(*, kicker: str, columns: list[Column], footer: str) -> bytes:
     return buffer.getvalue()
 
 
-def _metrics(draw, metrics, left: int, top: int, width: int, *, single: bool) -> None:
+def _metrics(
+    draw: ImageDraw.ImageDraw,
+    metrics: tuple[Metric, ...],
+    left: int,
+    top: int,
+    width: int,
+    *,
+    single: bool,
+) -> None:
     per_row = 3 if single else 1
     cell = width // per_row
     value_font = _font(54 if single else 34, bold=True)

@@ -7,6 +7,8 @@ submitted it), and "not found" to everyone else, so an unpublished run's existen
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -23,7 +25,7 @@ from runs.standing import MIN_PERCENTILE_N, SIMILAR_FACTOR, Place, Standing, sta
 from submissions.access import can_see_standing
 
 
-def _place(place: Place) -> dict:
+def _place(place: Place) -> dict[str, Any]:
     return {
         "n": place.n,
         "others": place.others,
@@ -33,7 +35,7 @@ def _place(place: Place) -> dict:
     }
 
 
-def standing_body(standing: Standing) -> dict:
+def standing_body(standing: Standing) -> dict[str, Any]:
     """A standing as JSON: the figures and the sentences the site and the CLI show."""
     run = standing.run
     klass = run.hardware_class

@@ -11,8 +11,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from worker.engine import stats as engine_stats
-from worker.engine.stats import percentile
+from worker.rules import stats as engine_stats
+from worker.rules.stats import percentile
 
 ALPHA = 0.05
 
@@ -81,7 +81,7 @@ class NoiseTest:
 def welch(
     mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float, n_b: int, *, basis: str
 ) -> NoiseTest | None:
-    """worker.engine.stats.welch as a NoiseTest; None when either side has under two values."""
+    """worker.rules.stats.welch as a NoiseTest; None when either side has under two values."""
     found = engine_stats.welch(mean_a, sd_a, n_a, mean_b, sd_b, n_b)
     if found is None:
         return None

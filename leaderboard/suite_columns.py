@@ -5,7 +5,7 @@ A suite's figure follows the board's one rule (runs.figures.Interval): the media
 runs' scores on that suite, its n, and a 95% interval from three runs. The runs are the lane's
 own (runs.lanes.counted_runs on the view's scale and version), or, on a run-filtered view, the
 runs that match the filters, as the row's other figures are. The suites that measure speed
-are never a column (worker.engine.scoring.SPEED_SUITES; a test holds it): a pooled row would
+are never a column (worker.rules.scoring.SPEED_SUITES; a test holds it): a pooled row would
 mix machines.
 """
 
@@ -14,11 +14,44 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from itertools import groupby
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
+
+from django.db.models import QuerySet
 
 from runs.figures import Interval, settled
 from runs.lanes import counted_runs, version_column
-from runs.models import Run, SuiteResult
+from runs.models import Lane, Run, SuiteResult
+
+
+# What this module reads of the board's filters, scope and rows (leaderboard.filters.BoardFilters,
+# leaderboard.queries.Scope, leaderboard.rows.Row), which import this module: described here,
+# not imported, so the package has no import cycle.
+class BoardFilters(Protocol):
+    @property
+    def scale(self) -> str: ...
+    @property
+    def suites(self) -> list[str]: ...
+    @property
+    def sort_suite(self) -> str: ...
+    @property
+    def descending(self) -> bool: ...
+
+
+class Scope(Protocol):
+    @property
+    def pooled(self) -> bool: ...
+    @property
+    def grouped(self) -> bool: ...
+
+
+class Row(Protocol):
+    @property
+    def stack_id(self) -> int: ...
+    @property
+    def hardware_class_id(self) -> int | None: ...
+
+    suites: Any
+
 
 # The quality suites a column can show, in the order columns appear: (label, header title).
 # The agent-program matrix suites have their own page (leaderboard.matrix), not a column.
@@ -38,6 +71,8 @@ MISSING_TITLE = "No run of this lane has this suite"
 
 # A lane's key on the board: (stack id, hardware class id, or None on the pooled view).
 RowKey = tuple[int, int | None]
+# {row key: {suite: its figure}}, for the rows that have a run of the suite.
+SuiteFigures = dict[RowKey, dict[str, Interval]]
 T = TypeVar("T")
 
 
@@ -60,7 +95,7 @@ def sort_spec(key: str) -> tuple[str, bool, str]:
     return (SUITE_COLUMNS[sort_suite(key)][0], True, "suite")
 
 
-def figures(runs, suites: Iterable[str], *, pooled: bool) -> dict[RowKey, dict[str, Interval]]:
+def figures(runs: QuerySet[Run], suites: Iterable[str], *, pooled: bool) -> SuiteFigures:
     """{(stack, class): {suite: Interval}} over these runs (one query). On the pooled view a
     stack's runs on every class make one row, as its quality does."""
     wanted = [name for name in suites if name in SUITE_COLUMNS]
@@ -72,30 +107,38 @@ def figures(runs, suites: Iterable[str], *, pooled: bool) -> dict[RowKey, dict[s
     )
     for stack_id, class_id, suite, score in found.order_by():
         scores[((stack_id, None if pooled else class_id), suite)].append(score)
-    out: dict[RowKey, dict[str, Interval]] = defaultdict(dict)
+    out: SuiteFigures = defaultdict(dict)
     for (key, suite), values in scores.items():
-        found = Interval.of(values)
-        if found.median is not None:  # runs whose suite has no score show "—", as none
-            out[key][suite] = found
+        figure = Interval.of(values)
+        if figure.median is not None:  # runs whose suite has no score show "—", as none
+            out[key][suite] = figure
     return out
 
 
-def attach(rows: Iterable, found: dict[RowKey, dict[str, Interval]], names: list[str]) -> None:
+def attach(rows: Iterable[Row], found: SuiteFigures, names: list[str]) -> None:
     """Each board row's figures for these suite columns (None where it has no run of one)."""
     for row in rows:
         mine = found.get((row.stack_id, row.hardware_class_id), {})
         row.suites = {name: mine.get(name) for name in names}
 
 
-def lane_figures(keys: list[RowKey], filters, scope, version: str) -> dict:
+def lane_figures(
+    keys: list[RowKey], filters: BoardFilters, scope: Scope, version: str
+) -> SuiteFigures:
     """figures() of these stored lanes' rows (leaderboard.queries: the view's filters, scope)."""
     runs = lane_runs(keys, scale=filters.scale, version=version, pooled=scope.pooled)
     return figures(runs, filters.suites, pooled=scope.pooled)
 
 
 def sorted_lanes(
-    lanes, columns: tuple[str, ...], filters, scope, version: str, *, limit: int = 0
-) -> tuple[list[tuple], dict]:
+    lanes: QuerySet[Lane],
+    columns: tuple[str, ...],
+    filters: BoardFilters,
+    scope: Scope,
+    version: str,
+    *,
+    limit: int = 0,
+) -> tuple[list[tuple[Any, ...]], SuiteFigures]:
     """A board's lanes (queries.lanes, in the view's default order) as `columns` (with
     "stack_id"), ordered by the suite sorted by, and the suite figures found; in a view of
     several classes each class's lanes are ranked among themselves (a rank ends each row)."""
@@ -104,7 +147,7 @@ def sorted_lanes(
     keys = [(row[stack], None if scope.pooled else row[-1]) for row in found]
     by_row = lane_figures(keys, filters, scope, version)
     suite = filters.sort_suite
-    out: list[tuple] = []
+    out: list[tuple[Any, ...]] = []  # the caller's columns: values_list types them no further
     # Each class's lanes are consecutive (queries.lanes orders a grouped view by class).
     pairs = zip(found, keys, strict=True)
     for _class, group in groupby(pairs, key=lambda p: p[1][1] if scope.grouped else 0):
@@ -116,10 +159,10 @@ def sorted_lanes(
     return out[: limit or None], by_row
 
 
-def lane_runs(keys: Iterable[RowKey], *, scale: str, version: str, pooled: bool):
+def lane_runs(keys: Iterable[RowKey], *, scale: str, version: str, pooled: bool) -> QuerySet[Run]:
     """The runs the stored lanes of these rows are computed from (runs.lanes.counted_runs)."""
     keys = list(keys)
-    runs = counted_runs(Run).filter(
+    runs: QuerySet[Run] = counted_runs(Run).filter(
         score_scale=scale,
         stack_id__in={stack for stack, _ in keys},
         **{version_column(scale): version},

@@ -10,17 +10,20 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from django.db.models import Avg, Count, Max, Min, Sum
 from django.urls import reverse
 
 from leaderboard import charts
 from runs import lane_rows as lane_rules
-from runs.lane_rows import Interval, Lane, ScopeKey
+from runs.figures import Interval
+from runs.lane_rows import Lane, LaneKey, ScopeKey
 from runs.models import Lane as StoredLane
 from runs.models import Run, RunQuerySet, ScoreScale, SuiteResult
 from runs.names import imported_label
-from worker.engine.scoring import SPEED_SUITES
+from worker.rules.scoring import SPEED_SUITES
 
 # Cap on the runs drawn per stack: plenty for a distribution, bounded for a hot stack.
 MAX_RUNS = 2000
@@ -55,36 +58,33 @@ RUN_VALUES = (
     "submission__submitter_name",
 )
 SCALE_NAMES = dict(ScoreScale.choices)
-# Which run stands for a lane: the best overall score, or the fastest on the speed-only scale.
 MAX_CHART_LANES = 12
 MAX_DOTS = 60  # dots drawn per strip lane; its box and median use every run
 
+# A run's RUN_VALUES, with its submitter and headline figures added (run_rows): the dicts
+# runs.lane_rows groups.
+RunRow = dict[str, Any]
+# (stack id, hardware class id, score scale, benchmark version): a stored lane's key.
+AttemptKey = tuple[int, int, str, str]
 
-def submitter_of(row: dict) -> str:
+
+def submitter_of(row: RunRow) -> str:
     """The public credit, as Submission.display_submitter words it."""
-    if row["submission__submitter__username"]:
-        return row["submission__submitter__username"]
+    username: str | None = row["submission__submitter__username"]
+    if username:
+        return username
     if row["submission__submitter_name"]:
         return imported_label(row["submission__submitter_name"])
     return "anonymous"
 
 
-def run_rows(runs: RunQuerySet) -> list[dict]:
+def run_rows(runs: RunQuerySet) -> list[RunRow]:
     """Narrow dicts of the given runs, newest first, capped at MAX_RUNS per query."""
     rows = list(runs.order_by("-started_at", "-id").values(*RUN_VALUES)[:MAX_RUNS])
     for row in rows:
         row["submitter"] = submitter_of(row)
         lane_rules.with_headlines(row)
     return rows
-
-
-def representative(rows: list[dict]) -> dict | None:
-    """A lane's best run: the highest overall score, or the fastest decode on the speed-only
-    scale; ties go to the newest run."""
-    if not rows:
-        return None
-    key = "decode" if rows[0]["score_scale"] == ScoreScale.SPEED_ONLY else "overall_score"
-    return max(rows, key=lambda r: (r[key] is not None, r[key] or 0, r["started_at"], -r["id"]))
 
 
 @dataclass
@@ -94,7 +94,7 @@ class ShownLane:
     figures: Lane
     hardware: str
     slug: str
-    best: dict | None
+    best: RunRow | None
     attempts: int | None = None
     # (rank, rows) on the class's board, where the page shows every run (queries.lane_place).
     place: tuple[int, int] | None = None
@@ -108,7 +108,7 @@ class ShownLane:
         return self.figures.scope
 
     @property
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[RunRow]:
         return self.figures.rows
 
 
@@ -131,7 +131,7 @@ class Scope:
 class StackEvidence:
     """Everything measured about one stack (or one side of a compare page), from its runs."""
 
-    rows: list[dict]
+    rows: list[RunRow]
     scopes: list[Scope]
     unclassified: int  # counted runs on no hardware class, so in no lane
     by_submitter: list[tuple[str, int]] = field(default_factory=list)
@@ -148,21 +148,21 @@ class StackEvidence:
     def lanes(self) -> list[ShownLane]:
         return [lane for scope in self.scopes for lane in scope.lanes]
 
-    def lane(self, key) -> ShownLane | None:
+    def lane(self, key: LaneKey) -> ShownLane | None:
         return next((x for x in self.lanes if x.figures.key == key), None)
 
     def scope(self, key: ScopeKey) -> Scope | None:
         return next((s for s in self.scopes if s.key == key), None)
 
 
-def _scope_order(key: ScopeKey) -> tuple:
+def _scope_order(key: ScopeKey) -> tuple[int, tuple[int, ...]]:
     """v3 first, then legacy v2, then speed only; newer benchmark versions first."""
-    order = {ScoreScale.V3: 0, ScoreScale.V2: 1, ScoreScale.SPEED_ONLY: 2}
+    order: dict[str, int] = {ScoreScale.V3: 0, ScoreScale.V2: 1, ScoreScale.SPEED_ONLY: 2}
     version = tuple(int(p) if p.isdigit() else 0 for p in key[1].split("."))
     return (order.get(key[0], 3), tuple(-p for p in version))
 
 
-def evidence(rows: list[dict], attempts: dict | None = None) -> StackEvidence:
+def evidence(rows: list[RunRow], attempts: dict[AttemptKey, int] | None = None) -> StackEvidence:
     """One stack's rows grouped into scopes and lanes; attempts as attempts_of gives them."""
     attempts = attempts or {}
     quality = lane_rules.pooled_quality(rows)
@@ -175,7 +175,7 @@ def evidence(rows: list[dict], attempts: dict | None = None) -> StackEvidence:
                 figures=found,
                 hardware=first["hardware_class__label"],
                 slug=first["hardware_class__slug"],
-                best=representative(found.rows),
+                best=found.best,
                 attempts=attempts.get((stack_id, *found.key)),
             )
         )
@@ -224,7 +224,7 @@ class StoredRow:
     def quality(self) -> Interval:
         return stored_interval(self.pooled, "quality") or Interval(0)
 
-    def order(self) -> tuple:
+    def order(self) -> tuple[tuple[int, tuple[int, ...]], bool, float, float, int]:
         quality, decode = self.quality.median, self.lane.decode_median
         return (
             _scope_order((self.lane.score_scale, self.lane.benchmark_version or "")),
@@ -235,7 +235,7 @@ class StoredRow:
         )
 
 
-def attempts_of(stack_ids: Iterable[int]) -> dict[tuple, int]:
+def attempts_of(stack_ids: Iterable[int]) -> dict[AttemptKey, int]:
     """{(stack id, class id, scale, version): uploads} from the stored lanes, which count every
     upload of a stack on a class, flagged, rejected and withdrawn ones included."""
     rows = StoredLane.objects.filter(
@@ -246,7 +246,9 @@ def attempts_of(stack_ids: Iterable[int]) -> dict[tuple, int]:
     return {(s, c, scale, version or ""): n for s, c, scale, version, n in rows}
 
 
-def chart_rows(proof: StackEvidence, scope: ScopeKey, profile: str = "") -> tuple[list, str]:
+def chart_rows(
+    proof: StackEvidence, scope: ScopeKey, profile: str = ""
+) -> tuple[list[RunRow], str]:
     """The runs one chart may draw together: one scope, one profile (the one asked for, else
     the one with the most runs), counted runs only; and that profile."""
     rows = [
@@ -260,16 +262,18 @@ def chart_rows(proof: StackEvidence, scope: ScopeKey, profile: str = "") -> tupl
     return [r for r in rows if r["profile"] == profile], profile
 
 
-def _by_class(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+def _by_class(rows: list[RunRow]) -> list[tuple[str, list[RunRow]]]:
     """(class label, its rows), the classes with most runs first, at most MAX_CHART_LANES."""
-    groups: dict[int, list[dict]] = defaultdict(list)
+    groups: dict[int, list[RunRow]] = defaultdict(list)
     for row in rows:
         groups[row["hardware_class_id"]].append(row)
     ranked = sorted(groups.values(), key=lambda members: -len(members))[:MAX_CHART_LANES]
     return [(members[0]["hardware_class__label"], members) for members in ranked]
 
 
-def strip_lane(label: str, members: list[dict], key: str, series: int, href: str) -> tuple:
+def strip_lane(
+    label: str, members: list[RunRow], key: str, series: int, href: str
+) -> tuple[str, list[charts.StripItem], list[float | None]]:
     """(label, dots, every value) for a strip lane: a busy lane draws MAX_DOTS of its runs,
     spread evenly over its range (the lowest and highest always), its box uses them all."""
     present = sorted((r for r in members if r[key] is not None), key=lambda r: r[key])
@@ -281,7 +285,7 @@ def strip_lane(label: str, members: list[dict], key: str, series: int, href: str
     return label, dots, [r[key] for r in present]
 
 
-def decode_strip(rows: list[dict]):
+def decode_strip(rows: list[RunRow]) -> charts.Strip | None:
     """Decode tok/s of every run, one lane per hardware class: classes are never pooled."""
     href = run_href()
     lanes = [
@@ -291,13 +295,15 @@ def decode_strip(rows: list[dict]):
     return charts.strip(lanes, unit="decode tok/s", log=True)
 
 
-def score_strip(rows: list[dict]):
+def score_strip(rows: list[RunRow]) -> charts.Strip | None:
     """Quality pooled across hardware (labelled so), then the overall score, which includes
     speed, one lane per hardware class."""
     if not any(r["quality_score"] is not None for r in rows):
         return None
     href = run_href()
-    lanes = [strip_lane("Quality · all hardware", rows, "quality_score", 0, href)]
+    lanes: list[charts.StripLane] = [
+        strip_lane("Quality · all hardware", rows, "quality_score", 0, href)
+    ]
     for i, (label, members) in enumerate(_by_class(rows), start=1):
         lanes.append(strip_lane(f"Overall · {label}", members, "overall_score", i, href))
     return charts.strip(lanes, unit="score (0–100)", fixed=(0, 100))
@@ -308,7 +314,7 @@ def run_href() -> str:
     return reverse("leaderboard:run", args=[0]).replace("/0/", "/{}/")
 
 
-def dot(row: dict, value, *, series: int, href: str = "") -> dict:
+def dot(row: RunRow, value: float | None, *, series: int, href: str = "") -> charts.StripItem:
     when = row["started_at"].strftime("%Y-%m-%d")
     shown = f"{value:.1f}" if value is not None else "—"
     return {
@@ -319,17 +325,17 @@ def dot(row: dict, value, *, series: int, href: str = "") -> dict:
     }
 
 
-def _versions(rows: list[dict]) -> list[str]:
-    first_seen: dict[str, object] = {}
+def _versions(rows: list[RunRow]) -> list[str]:
+    first_seen: dict[str, datetime] = {}
     for row in sorted(rows, key=lambda r: r["started_at"]):
         first_seen.setdefault(row["engine_version"] or "unknown", row["started_at"])
     return sorted(first_seen, key=lambda v: first_seen[v])
 
 
-def class_trend(rows: list[dict]):
+def class_trend(rows: list[RunRow]) -> charts.TrendLines | None:
     """Median decode tok/s per engine version, one line per hardware class."""
     versions = _versions(rows)
-    series = []
+    series: list[tuple[str, list[tuple[str, list[float]]]]] = []
     for label, members in _by_class(rows):
         values: dict[str, list[float]] = defaultdict(list)
         for row in members:
@@ -339,7 +345,7 @@ def class_trend(rows: list[dict]):
     return charts.trend_lines(series, unit="decode tok/s")
 
 
-def quality_trend(rows: list[dict]):
+def quality_trend(rows: list[RunRow]) -> charts.Trend | None:
     """Median quality per engine version, pooled across hardware (quality is the software's)."""
     values: dict[str, list[float]] = defaultdict(list)
     for row in rows:
@@ -348,7 +354,7 @@ def quality_trend(rows: list[dict]):
     return charts.trend([(v, values.get(v, [])) for v in _versions(rows)], unit="quality")
 
 
-def suite_table(runs: RunQuerySet) -> dict[int, dict[str, dict]]:
+def suite_table(runs: RunQuerySet) -> dict[int, dict[str, dict[str, Any]]]:
     """{stack id: {suite: mean/min/max score, runs, pass rate}} over the given runs, which may
     come from every machine: so the suites that score speed are left out (speed belongs to
     one hardware class, and the pages show it per class)."""
@@ -362,11 +368,13 @@ def suite_table(runs: RunQuerySet) -> dict[int, dict[str, dict]]:
             high=Max("score"),
             runs=Count("run_id"),
             passed=Sum("pass_count"),
-            tasks=Sum("task_count"),
+            # django-stubs take `tasks` for SuiteResult's reverse relation; after values()
+            # Django checks an annotation's name against the values() fields only.
+            tasks=Sum("task_count"),  # type: ignore[no-redef]
         )
         .order_by("suite")
     )
-    table: dict[int, dict[str, dict]] = defaultdict(dict)
+    table: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in rows:
         row["pass_rate"] = 100.0 * row["passed"] / row["tasks"] if row["tasks"] else None
         table[row["run__stack_id"]][row["suite"]] = row

@@ -11,16 +11,16 @@ stack page takes the median of the runs' own figures per cell, one group per har
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 
 from leaderboard import charts, payload
 from runs import lane_rows as lane_rules
-from runs.lane_rows import Interval
+from runs.figures import Interval
 from runs.models import Run
 
 MAX_CELLS = 16  # cells read per block: the engine writes four or five
@@ -157,20 +157,20 @@ class RunSweeps:
         return self.depth is not None or self.concurrency is not None
 
 
-def _cells(raw: Any) -> list[dict]:
+def _cells(raw: Any) -> list[dict[str, Any]]:
     if not isinstance(raw, list):
         return []
     return [c for c in raw[:MAX_CELLS] if isinstance(c, dict) and c.get("status") in STATUSES]
 
 
-def _setup(raw: dict) -> Setup:
+def _setup(raw: dict[str, Any]) -> Setup:
     return Setup(
         payload.count(raw.get("prompt_tokens"), high=MAX_TOKENS),
         payload.count(raw.get("output_tokens"), high=MAX_TOKENS),
     )
 
 
-def _depth(raw: dict) -> DepthSweep:
+def _depth(raw: dict[str, Any]) -> DepthSweep:
     cells: dict[int, DepthCell] = {}
     for cell in _cells(raw.get("cells")):
         depth = payload.count(cell.get("depth"), high=MAX_DEPTH)
@@ -198,7 +198,7 @@ def _depth(raw: dict) -> DepthSweep:
     )
 
 
-def _concurrency(raw: dict) -> ConcurrencySweep:
+def _concurrency(raw: dict[str, Any]) -> ConcurrencySweep:
     cells: dict[int, StreamsCell] = {}
     for cell in _cells(raw.get("cells")):
         streams = payload.count(cell.get("streams"), high=MAX_STREAMS)
@@ -253,7 +253,7 @@ def payload_sweeps(run_ids: Iterable[int]) -> dict[int, RunSweeps]:
         )
         .filter(Q(top__isnull=False) | Q(inner__isnull=False))
     )
-    found = {}
+    found: dict[int, RunSweeps] = {}
     for run_id, top, inner in rows.values_list("id", "top", "inner"):
         stored = {"run": {"sweeps": inner}} if inner is not None else {"sweeps": top}
         sweeps = run_sweeps(stored)
@@ -318,7 +318,7 @@ class StackSweeps:
         return bool(self.depth or self.concurrency)
 
 
-def _reasons(cells: list) -> list[NotMeasured]:
+def _reasons(cells: Sequence[DepthCell | StreamsCell]) -> list[NotMeasured]:
     found = Counter((c.status, c.reason) for c in cells if c.status != "measured")
     ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))
     return [NotMeasured(status, reason, n) for (status, reason), n in ranked[:MAX_REASONS]]
@@ -363,12 +363,21 @@ def _streams_row(streams: int, cells: list[StreamsCell]) -> Row:
     )
 
 
-def _groups(rows: list[dict], found: dict[int, RunSweeps], part: str) -> list[tuple]:
-    """(class label, slug, setup, its sweeps) per class and setup, most runs first."""
-    grouped: dict[tuple, list] = defaultdict(list)
-    labels = {}
+Sweep = TypeVar("Sweep", DepthSweep, ConcurrencySweep)
+
+
+def _groups(
+    rows: list[dict[str, Any]],
+    found: dict[int, RunSweeps],
+    part: Callable[[RunSweeps], Sweep | None],
+) -> list[tuple[str, str, Setup, list[Sweep]]]:
+    """(class label, slug, setup, its sweeps) per class and setup, most runs first; `part`
+    picks the sweep of a run's sweeps."""
+    grouped: dict[tuple[int, Setup], list[Sweep]] = defaultdict(list)
+    labels: dict[tuple[int, Setup], tuple[str, str]] = {}
     for row in rows:
-        sweep = getattr(found.get(row["id"]), part, None)
+        of_run = found.get(row["id"])
+        sweep = part(of_run) if of_run is not None else None
         if sweep is None:
             continue
         key = (row["hardware_class_id"], sweep.setup)
@@ -376,7 +385,7 @@ def _groups(rows: list[dict], found: dict[int, RunSweeps], part: str) -> list[tu
         labels[key] = (row["hardware_class__label"], row["hardware_class__slug"])
     ranked = sorted(grouped.items(), key=lambda item: (-len(item[1]), labels[item[0]][0]))
     classes = Counter(key[0] for key in grouped)
-    out = []
+    out: list[tuple[str, str, Setup, list[Sweep]]] = []
     for key, sweeps in ranked:
         label, slug = labels[key]
         if classes[key[0]] > 1 and key[1].text:
@@ -412,7 +421,7 @@ def _chart(groups: list[Group], name: str, unit: str) -> charts.TrendLines | Non
     if not keys:
         return None
     labels = {row.key: row.label for group in groups for row in group.rows}
-    series = []
+    series: list[tuple[str, list[tuple[str, Interval | None]]]] = []
     for group in groups:
         by_key = {
             row.key: row.figures[name] for row in group.rows if row.figures[name].has_interval
@@ -421,15 +430,15 @@ def _chart(groups: list[Group], name: str, unit: str) -> charts.TrendLines | Non
     return charts.interval_lines(series, unit=unit)
 
 
-def stack_sweeps(rows: list[dict]) -> StackSweeps:
+def stack_sweeps(rows: list[dict[str, Any]]) -> StackSweeps:
     """The sweeps of the given run rows (summaries.run_rows) that count in a lane: one group
     per hardware class and sweep setup, never pooled across classes."""
     counted = [r for r in rows if lane_rules.counts(r) and r["hardware_class_id"] is not None]
     found = payload_sweeps(r["id"] for r in counted)
     if not found:
         return StackSweeps()
-    depth_groups = _groups(counted, found, "depth")
-    streams_groups = _groups(counted, found, "concurrency")
+    depth_groups = _groups(counted, found, lambda s: s.depth)
+    streams_groups = _groups(counted, found, lambda s: s.concurrency)
     depth = [_depth_group(*g) for g in depth_groups[:MAX_GROUPS]]
     concurrency = [_streams_group(*g) for g in streams_groups[:MAX_GROUPS]]
     return StackSweeps(

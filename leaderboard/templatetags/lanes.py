@@ -9,6 +9,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from leaderboard.charts import TrendLines
+from leaderboard.sweeps import Figure
 from runs.figures import Interval, runs_text
 
 register = template.Library()
@@ -23,7 +25,7 @@ def ci(value: Interval | None, digits: int = 1) -> str:
     """'123.4 (95% CI 120.1–125.0)' as HTML, or '123.4 (2 runs)' below three runs."""
     if value is None or value.n == 0 or value.median is None:
         return mark_safe('<span class="muted">—</span>')
-    if not value.has_interval:
+    if value.low is None or value.high is None:  # not value.has_interval, as mypy narrows it
         return format_html(
             '<span class="median-value">{}</span> <span class="ci few-runs"'
             ' title="an interval needs three runs">{}</span>',
@@ -39,19 +41,20 @@ def ci(value: Interval | None, digits: int = 1) -> str:
 
 
 @register.filter
-def run_figure(value, digits: int = 1) -> str:
+def run_figure(value: Figure | None, digits: int = 1) -> str:
     """One run's figure (leaderboard.sweeps.Figure) as HTML: its median with a 95% interval
     and its n (trials or requests), or the mean where n is too small for a median."""
-    if value is None:
+    # leaderboard.sweeps.figure keeps no figure without a median or a mean.
+    if value is None or value.value is None:
         return mark_safe('<span class="muted">—</span>')
     n = f"n = {value.n}" if value.n is not None else "trials not published"
     if value.median is None:
         return format_html(
             '<span class="median-value">{}</span> <span class="ci">mean · {}</span>',
-            _fmt(value.mean, digits),
+            _fmt(value.value, digits),  # the mean, as there is no median
             n,
         )
-    if value.low is None:
+    if value.low is None or value.high is None:  # sweeps.figure sets both or neither
         return format_html(
             '<span class="median-value">{}</span> <span class="ci">median · {}</span>',
             _fmt(value.median, digits),
@@ -74,7 +77,7 @@ def ci_text(value: Interval | None, digits: int = 1) -> str:
     """The same as plain text (for titles, descriptions and share images)."""
     if value is None or value.n == 0 or value.median is None:
         return "—"
-    if not value.has_interval:
+    if value.low is None or value.high is None:  # not value.has_interval, as mypy narrows it
         return f"{_fmt(value.median, digits)} ({runs_text(value.n)})"
     low, high = _fmt(value.low, digits), _fmt(value.high, digits)
     return f"{_fmt(value.median, digits)} (95% CI {low}–{high})"
@@ -92,7 +95,7 @@ def middle(text: object, length: int = 26) -> str:
 
 
 @register.simple_tag
-def trend_marks(chart) -> str:
+def trend_marks(chart: TrendLines) -> str:
     """Each line of a TrendLines chart: whiskers, the line, and a titled point per median
     (built here rather than in template loops: a chart of ten classes has many marks)."""
     out = []

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from html import escape
+from typing import SupportsFloat
 
 from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from leaderboard.charts import Scatter, StripRow
 from leaderboard.filters import BACKEND_CHOICES, PARAM_CHOICES, BoardFilters, sort_spec
+from leaderboard.rows import Figure, Row
 from leaderboard.suite_columns import MISSING_TITLE
 from runs import roofline
+from runs.models import Stack
 
 register = template.Library()
 DASH = "—"
 
 
 @register.filter
-def num(value, digits: int = 1) -> str:
+def num(value: SupportsFloat | str | None, digits: int = 1) -> str:
     """A number with fixed decimals and thousands separators, or a dash when missing."""
     if value is None or value == "":
         return DASH
@@ -28,7 +32,7 @@ def num(value, digits: int = 1) -> str:
 
 
 @register.filter
-def signed(value, digits: int = 1) -> str:
+def signed(value: float | None, digits: int = 1) -> str:
     """+1.2 / −1.2 (a true minus sign), or a dash when missing."""
     if value is None:
         return DASH
@@ -39,12 +43,12 @@ def signed(value, digits: int = 1) -> str:
 
 
 @register.filter
-def absolute(value):
+def absolute(value: float | None) -> float | None:
     return abs(value) if value is not None else None
 
 
 @register.simple_tag
-def board_qs(filters: BoardFilters, **changes) -> str:
+def board_qs(filters: BoardFilters, **changes: object) -> str:
     """The canonical query string of the view with some values changed ('' when empty)."""
     if changes and "page" not in changes:
         changes["page"] = 1
@@ -66,7 +70,7 @@ def without_qs(filters: BoardFilters, name: str) -> str:
 
 
 @register.inclusion_tag("leaderboard/_size_tabs.html")
-def size_tabs(filters: BoardFilters, path: str) -> dict:
+def size_tabs(filters: BoardFilters, path: str) -> dict[str, object]:
     """Model-size tiers as tabs over the board (people shop by what fits), other filters kept."""
     return {
         "path": path,
@@ -83,7 +87,7 @@ def backend_label(value: object) -> str:
 
 
 @register.filter
-def moe_active(stack) -> str:
+def moe_active(stack: Stack) -> str:
     """'MoE · 3B active' for a mixture-of-experts stack whose active size is known, else ''."""
     weights = roofline.model_weights(stack.model_id, stack.params_b)
     if weights is None or not weights.is_moe:
@@ -94,7 +98,9 @@ def moe_active(stack) -> str:
 
 
 @register.inclusion_tag("leaderboard/_sort_th.html")
-def sort_th(filters: BoardFilters, key: str, path: str, label: str = "", title: str = "") -> dict:
+def sort_th(
+    filters: BoardFilters, key: str, path: str, label: str = "", title: str = ""
+) -> dict[str, object]:
     """A sortable column header: a real link, swapped in place by htmx when it is loaded."""
     column_label = label or sort_spec(key)[0]
     active = filters.sort_key == key
@@ -115,7 +121,7 @@ def sort_th(filters: BoardFilters, key: str, path: str, label: str = "", title: 
 
 
 @register.simple_tag
-def figure(value, digits: int = 1) -> str:
+def figure(value: Figure | None, digits: int = 1) -> str:
     """A row's figure (leaderboard.rows.Figure): the median with its 95% interval under it, or,
     for a lane of one or two runs, the median with "1 run" or "2 runs" under it."""
     if value is None or value.value is None:
@@ -138,7 +144,7 @@ def figure(value, digits: int = 1) -> str:
 
 
 @register.simple_tag
-def suite_cell(row, name: str) -> str:
+def suite_cell(row: Row, name: str) -> str:
     """A row's per-suite figure (leaderboard.suite_columns), or a dash that says why."""
     found = row.suites.get(name)
     if found is None:
@@ -147,7 +153,7 @@ def suite_cell(row, name: str) -> str:
 
 
 @register.filter
-def figure_words(value, digits: int = 1) -> str:
+def figure_words(value: Figure | None, digits: int = 1) -> str:
     """A row's figure in a sentence: '56.0 (51.2–60.3, 7 runs)' or '56.0 (2 runs)'."""
     if value is None or value.value is None:
         return "—"
@@ -162,7 +168,7 @@ def figure_words(value, digits: int = 1) -> str:
 
 
 @register.simple_tag
-def scatter_marks(chart) -> str:
+def scatter_marks(chart: Scatter) -> str:
     # Each dot is a link (focusable) named by its <title>, which shows on hover; the short
     # label beside it shows on hover and focus (CSS), and always for the Pareto front. No
     # aria-label: the name must hold the visible text, which the title and label make up.
@@ -192,7 +198,7 @@ def scatter_marks(chart) -> str:
 
 
 @register.simple_tag
-def strip_dots(row) -> str:
+def strip_dots(row: StripRow) -> str:
     # A strip draws hundreds of dots: escape the two texts with html.escape and write numbers
     # as numbers, instead of format_html's conditional escape of every argument.
     parts = []

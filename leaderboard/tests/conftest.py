@@ -7,6 +7,8 @@ import io
 import pytest
 from django.core.cache import caches
 from django.core.management import call_command
+from django.db import transaction
+from django.test import override_settings
 
 
 @pytest.fixture
@@ -17,6 +19,25 @@ def demo(settings, fixtures_dir) -> None:
     settings.BENCHLOOP_FIXTURES_DIR = fixtures_dir
     call_command("seed_demo", stdout=io.StringIO())
     ensure_lanes()
+
+
+@pytest.fixture(scope="module")
+def demo_once(django_db_setup, django_db_blocker, fixtures_dir):
+    """seed_demo once for a module whose tests only read it: seeded inside a transaction that is
+    rolled back after the module's last test, each test running in a savepoint within it (as
+    Django's TestCase.setUpTestData does). Not for live-server tests: they commit and flush."""
+    from leaderboard.tests.factories import ensure_lanes
+
+    with django_db_blocker.unblock(), override_settings(BENCHLOOP_FIXTURES_DIR=fixtures_dir):
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            call_command("seed_demo", stdout=io.StringIO())
+            ensure_lanes()
+            yield
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
 
 
 @pytest.fixture(autouse=True)

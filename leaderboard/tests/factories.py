@@ -6,7 +6,13 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 from runs import normalize
-from runs.importers.records import HardwareRecord, RunRecord, SampleRecord, SuiteRecord, TaskRecord
+from runs.importers.records import (
+    HardwareRecord,
+    ImportedSuite,
+    ImportedTask,
+    RunRecord,
+    SampleRecord,
+)
 from runs.models import HardwareClass, Lane, Run, Stack
 from runs.services import refresh_stack_stats
 from submissions.intake import import_records
@@ -15,16 +21,16 @@ _counter = itertools.count(1)
 HOSTILE = "<script>alert(1)</script>\"onmouseover=alert(2) x='"
 
 
-def _suites_with_tasks() -> list[SuiteRecord]:
+def _suites_with_tasks() -> list[ImportedSuite]:
     """A speed task with trials and a failed tool call, each with private output and metadata."""
     return [
-        SuiteRecord(
+        ImportedSuite(
             suite="speed",
             score=70.0,
             task_count=1,
             pass_count=1,
             tasks=[
-                TaskRecord(
+                ImportedTask(
                     task_id="speed-short-001",
                     passed=True,
                     score=70.0,
@@ -40,12 +46,12 @@ def _suites_with_tasks() -> list[SuiteRecord]:
                 )
             ],
         ),
-        SuiteRecord(
+        ImportedSuite(
             suite="toolcall",
             score=0.0,
             task_count=1,
             tasks=[
-                TaskRecord(
+                ImportedTask(
                     task_id="tc-01",
                     passed=False,
                     score=0.0,
@@ -83,7 +89,7 @@ def record(
 ) -> RunRecord:
     """One plausible v3 run; keyword arguments override what a test is about."""
     n = next(_counter)
-    suites = [SuiteRecord(suite="toolcall", score=quality, task_count=10, pass_count=6)]
+    suites = [ImportedSuite(suite="toolcall", score=quality, task_count=10, pass_count=6)]
     if with_tasks:
         suites = _suites_with_tasks()
     return RunRecord(

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import Counter
 
 from leaderboard.tests.factories import record
-from runs.importers.records import RunRecord, SuiteRecord, TaskRecord
+from runs.importers.records import ImportedSuite, ImportedTask, RunRecord
 from worker.engine.matrix.programs import PROGRAMS
-from worker.engine.matrix.spec import FAILURES, Overhead, summarize
+from worker.engine.matrix.spec import Overhead, summarize
+from worker.rules.harnesses import FAILURES
 
 MODEL = "qwen2.5-coder:7b"
 SUITES = ("matrix_bugfix", "matrix_tools", "matrix_long")
@@ -45,7 +46,7 @@ def task(
     wall_ms: float,
     model_share: float,
     reason: str = "",
-) -> TaskRecord:
+) -> ImportedTask:
     block = overhead(
         requests=requests,
         prompt=prompt,
@@ -56,7 +57,7 @@ def task(
     )
     if failure == "format":
         block["format_failures"] = 1
-    return TaskRecord(
+    return ImportedTask(
         task_id=f"{suite}-{index:02d}",
         passed=failure is None,
         score=100.0 if failure is None else 0.0,
@@ -108,7 +109,7 @@ def matrix_record(
         passed = sum(t.passed for t in tasks)
         failures = Counter(t.metadata["failure"] for t in tasks if t.metadata["failure"])
         suites.append(
-            SuiteRecord(
+            ImportedSuite(
                 suite=suite,
                 score=100.0 * passed / len(tasks),
                 task_count=len(tasks),

@@ -16,7 +16,7 @@ FAILED = "HTTP 500: slot unavailable"
 
 
 def summary(median: float, *, n: int = 3, spread: float = 0.02) -> dict:
-    """worker.engine.stats.summarize's shape around a median."""
+    """worker.rules.stats.summarize's shape around a median."""
     low, high = round(median * (1 - spread), 4), round(median * (1 + spread), 4)
     return {
         "n": n,

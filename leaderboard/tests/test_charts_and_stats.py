@@ -8,7 +8,7 @@ import pytest
 
 from leaderboard import charts, stats
 from runs import public
-from worker.engine.stats import two_sided_p
+from worker.rules.stats import two_sided_p
 
 
 def test_welch_matches_known_values() -> None:

@@ -95,19 +95,19 @@ def test_the_arithmetic_multiplies_out(client, world):
     assert "estimated, not measured" in html
     assert f"{reverse('leaderboard:methodology')}#estimates" in html
     decode = response.context["metrics"][0]
-    bandwidth, weights, ceiling = (row["value"] for row in decode["ceiling"])
+    bandwidth, weights, ceiling = (row.value for row in decode.ceiling)
     assert bandwidth == pytest.approx(1008)  # the RTX 4090's datasheet GB/s
     assert weights == pytest.approx(8 * 4.85 / 8, rel=0.05)
     assert ceiling == pytest.approx(bandwidth / weights)
-    found = decode["est"]
-    shifts = math.prod(s.factor for s in decode["shifts"])
-    assert found.efficiency == pytest.approx(decode["hierarchy_efficiency"] * shifts)
+    found = decode.est
+    shifts = math.prod(s.factor for s in decode.shifts)
+    assert found.efficiency == pytest.approx(decode.hierarchy_efficiency * shifts)
     assert found.value == pytest.approx(ceiling * found.efficiency)
     assert found.low < found.value < found.high
     # What the page prints is what multiplies out, at its shown precision.
     for figure in (f"{bandwidth:,.0f} GB/s", f"{ceiling:,.0f} tok/s", f"{found.value:,.0f} tok/s"):
         assert figure in html
-    assert f"n = {decode['group'].n}" in html
+    assert f"n = {decode.group.n}" in html
 
 
 def test_a_measured_lane_has_no_estimate_page(client, world):

@@ -28,11 +28,11 @@ from django.urls import resolve
 
 from leaderboard.tests.lane_factories import hw_class, on_class, speed_record
 from leaderboard.views import images
-from runs.importers.records import SuiteRecord
+from runs.importers.records import ImportedSuite
 from runs.models import Run, SuiteResult
 from submissions.tests.surfaces import assert_renders, public_urls
-from worker.engine.scoring import SPEED_SUITES
-from worker.engine.stats import median_interval
+from worker.rules.scoring import SPEED_SUITES
+from worker.rules.stats import median_interval
 
 pytestmark = pytest.mark.django_db
 
@@ -317,7 +317,7 @@ def _plant_speed_suites() -> list[int]:
                     ttft=40,
                 )
                 made.suites.append(
-                    SuiteRecord(suite="speed", score=score, task_count=9, pass_count=9)
+                    ImportedSuite(suite="speed", score=score, task_count=9, pass_count=9)
                 )
                 records.append(made)
             stacks.append(on_class(slug, *records)[0].stack_id)

@@ -12,11 +12,15 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client
 
+from leaderboard import rows as board_rows
 from leaderboard.tests.factories import add_runs, record
+from runs import lane_rows
+from runs.figures import Interval
 from runs.models import Lane
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +116,45 @@ def test_best_of_n_never_orders_the_rows(client: Client, planted) -> None:
     # A run filter recomputes the rows from the runs by the same rule.
     filtered = client.get(f"/leaderboard/?hw={CLASS}&profile=core").content.decode()
     assert _board_models(filtered) == ORDER
+
+
+def test_a_run_filtered_row_and_a_stack_pages_lane_are_one_aggregation() -> None:
+    """leaderboard.rows.aggregate and runs.lane_rows.lanes read the same runs alike (both are
+    runs.lanes.aggregate, the stored lanes' rule): figures, run count and best run."""
+    day = datetime(2026, 1, 1, tzinfo=UTC)
+    runs = [
+        # id, overall, quality, decode, prefill, ttft, days later, submitter
+        (1, 60.0, 55.0, 40.0, 900.0, 120.0, 0, "ada"),
+        (2, 64.0, 58.0, 44.0, None, 130.0, 1, "bob"),
+        (3, 64.0, 50.0, 38.0, 950.0, None, 2, "ada"),
+        (4, None, 52.0, 41.0, 920.0, 110.0, 3, "cy"),
+    ]
+    values = [
+        (i, 7, 9, o, q, d, p, t, day + timedelta(days=n), who) for i, o, q, d, p, t, n, who in runs
+    ]
+    (row,) = board_rows.aggregate(values, scale="v3", pooled=False)
+    rows = [
+        lane_rows.with_headlines(
+            {
+                "id": i,
+                "hardware_class_id": 9,
+                "score_scale": "v3",
+                "benchmark_version": "3.0.0",
+                "comparable": True,
+                "overall_score": o,
+                "quality_score": q,
+                "decode_tps_median": d,
+                "prefill_tps_median": p,
+                "ttft_ms_median": t,
+                "started_at": day + timedelta(days=n),
+                "submitter": who,
+            }
+        )
+        for i, o, q, d, p, t, n, who in runs
+    ]
+    (lane,) = lane_rows.lanes(rows)
+    for name in ("overall", "decode", "prefill", "ttft"):
+        assert row.figures[name] == getattr(lane, name), name
+    assert row.runs == lane.run_count == 4 and row.submitters == lane.submitters == 3
+    assert row.best_run_id == lane.best["id"] == 3  # 64 twice: the newer run
+    assert row.figures["decode"] == Interval(4, 40.5, 38.0, 44.0)

@@ -12,7 +12,7 @@ from django.test import Client
 
 from leaderboard.queued import LateSlotStart, late_slot_start, late_starts_by_index
 from leaderboard.tests.factories import HOSTILE, add_runs, record
-from runs.importers.records import SampleRecord, SuiteRecord, TaskRecord
+from runs.importers.records import ImportedSuite, ImportedTask, SampleRecord
 from runs.models import SpeedSample, TaskResult
 
 # A concurrency-sweep stream on a one-slot llama.cpp server as the engine recorded it before the
@@ -109,11 +109,11 @@ def test_the_run_page_marks_the_queued_trial_and_rewrites_nothing(client: Client
     made = record(with_tasks=True)
     trials = [FIRST, QUEUED]
     made.suites.append(
-        SuiteRecord(
+        ImportedSuite(
             suite="speed_sweep",
             task_count=1,
             tasks=[
-                TaskRecord(
+                ImportedTask(
                     task_id="sweep-concurrency-4",
                     passed=True,
                     metadata={"cell": {"streams": 4}, "trials": copy.deepcopy(trials)},

@@ -16,9 +16,10 @@ from runs.importers import parse_run_payload
 from runs.models import Run
 from submissions.intake import import_records
 from worker.engine.bundle import upload_view
-from worker.engine.orchestrator import RunConfig, run_benchmark
-from worker.engine.reasoning import DEFAULT_THINKING_BUDGET
+from worker.engine.orchestrator import run_benchmark
+from worker.engine.plan import RunConfig
 from worker.engine.testing.xllama_launcher import start_server
+from worker.rules.reasoning import DEFAULT_THINKING_BUDGET
 
 DATA = Path(__file__).resolve().parents[2] / "worker/tests/data/reasoning"
 

@@ -13,7 +13,7 @@ from django.test import Client
 from runs.importers import parse_run_payload
 from runs.tests.test_unscored_speed import speed_bundle  # noqa: F401
 from submissions.intake import import_records
-from worker.engine.detect import known_build
+from worker.rules.engines import known_build
 
 pytestmark = [pytest.mark.llm, pytest.mark.django_db]
 playwright_api = pytest.importorskip("playwright.sync_api")

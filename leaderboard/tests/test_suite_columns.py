@@ -21,10 +21,10 @@ from leaderboard.filters import BoardFilters
 from leaderboard.queries import board
 from leaderboard.suite_columns import MISSING_TITLE, SUITE_COLUMNS
 from leaderboard.tests.lane_factories import class_record, on_class
-from runs.importers.records import SuiteRecord
+from runs.importers.records import ImportedSuite
 from runs.matrix import MATRIX_SUITES
-from worker.engine.scoring import SPEED_SUITES
 from worker.engine.suites import available_suites
+from worker.rules.scoring import SPEED_SUITES
 
 pytestmark = pytest.mark.django_db
 HW = "?hw=rtx-4090"
@@ -34,9 +34,9 @@ def _run(slug: str, model: str, overall: float, **scores: float):
     """A run on the class with these suite scores (and a speed suite, which is never a column)."""
     made = class_record(slug, model_id=model, overall=overall, quality=overall)
     made.suites = [
-        SuiteRecord(suite=name, score=score, task_count=10) for name, score in scores.items()
+        ImportedSuite(suite=name, score=score, task_count=10) for name, score in scores.items()
     ]
-    made.suites.append(SuiteRecord(suite="speed", score=77.0, task_count=9, pass_count=9))
+    made.suites.append(ImportedSuite(suite="speed", score=77.0, task_count=9, pass_count=9))
     return made
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -27,10 +29,14 @@ from leaderboard import charts, estimated, exports, matrix, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
 from leaderboard.hardware_menu import hardware_menu
+from leaderboard.rows import Row
 from leaderboard.suite_columns import SUITE_COLUMNS
 from runs.methods import METHODS
 from runs.models import HardwareClass, HardwareKind, Run, Stack
-from worker.engine.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
+from worker.rules.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
+
+if TYPE_CHECKING:  # django-stubs' helper for annotated models: a dev dependency only
+    from django_stubs_ext import WithAnnotations
 
 NEWEST_DAYS = 90
 THEME_COOKIE = "theme"
@@ -38,6 +44,10 @@ THEME_COOKIE = "theme"
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
+
+
+class _Approved(TypedDict):
+    approved_at: datetime  # queries.newest_approved: when its submission was decided
 
 
 def _base_url(request: HttpRequest) -> str:
@@ -49,7 +59,7 @@ def _has_blank_values(request: HttpRequest) -> bool:
     return any(value == "" for _, value in request.GET.items())
 
 
-def scatter_for(points: list[dict], *, query: str = "") -> charts.Scatter | None:
+def scatter_for(points: list[dict[str, Any]], *, query: str = "") -> charts.Scatter | None:
     """The quality against speed chart of these points; `query` (e.g. "?hw=rtx-4090") goes on
     each stack link. Links are reversed once: a chart draws hundreds of them."""
     marker = 987654321
@@ -78,7 +88,7 @@ def landing(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _landing_context(request: HttpRequest) -> dict:
+def _landing_context(request: HttpRequest) -> dict[str, Any]:
     totals = Stack.objects.aggregate(
         stacks=Count("id", filter=Q(best_run__isnull=False)),
         runs=Sum("published_run_count"),
@@ -116,7 +126,7 @@ def _landing_context(request: HttpRequest) -> dict:
     }
 
 
-def _popular(choices: list[dict], count: int = 6) -> list[dict]:
+def _popular(choices: list[dict[str, Any]], count: int = 6) -> list[dict[str, Any]]:
     """The classes with the most runs, for one-click links."""
     return sorted(
         (c for c in choices if c["kind"] != HardwareKind.REMOTE), key=lambda c: -c["runs"]
@@ -166,7 +176,7 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
     export_qs = f"?{canonical.urlencode()}" if canonical else ""
     key = canonical.urlencode()
 
-    def page_context() -> dict:
+    def page_context() -> dict[str, Any]:
         # The table, scatter and filter form depend on nothing but the filters (no user, no
         # CSRF token), so they are cached as HTML until the next publish (leaderboard.cache).
         fragments = {"results": (key, lambda: _results_html(request, filters, path))}
@@ -249,7 +259,7 @@ def _results_html(request: HttpRequest, filters: BoardFilters, path: str) -> str
     return _compact(render_to_string("leaderboard/_board_results.html", context, request=request))
 
 
-def _link_matrices(rows) -> None:
+def _link_matrices(rows: Sequence[Row]) -> None:
     """Each shown row whose model has harness matrix runs on its class links that matrix."""
     pairs = {
         (row.stack.model_id, row.hardware_class.id)
@@ -353,7 +363,9 @@ def feed(request: HttpRequest) -> HttpResponse:
         feed_url=request.build_absolute_uri(),
         language="en",
     )
-    for run in queries.newest_approved(filters):
+    # Known by construction: newest_approved annotates every run (its RunQuerySet cannot say so).
+    newest = cast("QuerySet[WithAnnotations[Run, _Approved]]", queries.newest_approved(filters))
+    for run in newest:
         stack = run.stack
         atom.add_item(
             title=f"{stack.label} on {exports.run_hardware(run)}",

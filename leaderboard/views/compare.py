@@ -7,7 +7,9 @@ runs on; quality, which does not depend on the machine, is compared across all h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
@@ -18,18 +20,19 @@ from django.views.decorators.http import require_safe
 from leaderboard import charts, queries, stats, summaries
 from leaderboard.summaries import ShownLane, StackEvidence
 from leaderboard.views.pages import filtered_runs, stack_filters
+from runs.figures import Interval
 from runs.labels import labels_by_id
-from runs.lane_rows import Interval, LaneKey
-from runs.models import Stack
+from runs.lane_rows import Lane, LaneKey
+from runs.models import RunQuerySet, Stack
 
 MAX_STACKS = 4
 PICKER_LIMIT = 20
 # (lane figure, label, decimals, higher is better); figures of the chosen class's lanes.
-LANE_METRICS = [
-    ("decode", "Decode tok/s", 1, True),
-    ("prefill", "Prefill tok/s", 0, True),
-    ("ttft", "TTFT ms", 0, False),
-    ("overall", "Overall score", 1, True),
+LANE_METRICS: list[tuple[Callable[[Lane], Interval], str, int, bool]] = [
+    (lambda lane: lane.decode, "Decode tok/s", 1, True),
+    (lambda lane: lane.prefill, "Prefill tok/s", 0, True),
+    (lambda lane: lane.ttft, "TTFT ms", 0, False),
+    (lambda lane: lane.overall, "Overall score", 1, True),
 ]
 
 
@@ -70,10 +73,51 @@ class Side:
     remove_url: str = ""
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """What the compare page and its share image know about 2–4 stacks."""
+
+    sides: list[Side]
+    chosen: LaneKey | None  # the lane every stack has, speeds are compared on
+    chosen_label: str  # its hardware class ("" without one)
+    run_filter: str  # the run filters as a query string, without ?hw=
+    shared: list[tuple[str, str, bool]]  # (class, slug, chosen) of every shared lane
+    runs: RunQuerySet  # the stacks' published runs that the filters keep
+    names: dict[int, tuple[str, str]]  # class id: (label, slug) of every class any stack has
+
+
+@dataclass(frozen=True)
+class ComparePage:
+    """What compare.html shows: a picker alone below two stacks, the comparison from two."""
+
+    ids: list[int]
+    run_filter: str
+    hw: str
+    stacks: list[tuple[Stack, str]]  # (stack, label)
+    picker_query: str = ""
+    picker: list[tuple[str, str]] | None = None  # (label, add link); None with four stacks
+    sides: list[Side] | None = None
+    chosen: LaneKey | None = None
+    chosen_label: str = ""
+    lane_metrics: list[tuple[str, int, list[Cell]]] | None = None  # (label, digits, cells)
+    quality_cells: list[Cell] | None = None
+    side_by_side: list[tuple[str, str, list[ShownLane | None]]] | None = None
+    class_links: list[tuple[str, str, bool]] | None = None  # (class, link, current)
+    suite_rows: list[tuple[str, list[dict[str, Any] | None]]] | None = None
+    verdicts: list[tuple[Side, stats.NoiseTest | None]] | None = None
+    chart: charts.Strip | None = None
+    share_qs: str = ""
+    share: dict[str, str] | None = None
+
+    def context(self) -> dict[str, Any]:
+        # Shallow, unlike dataclasses.asdict: the template reads the sides' objects.
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
 def _cells(values: list[Interval | None], higher_is_better: bool) -> list[Cell]:
     """Medians, each with its change from the first; no change where either has no median."""
     base = values[0].median if values and values[0] else None
-    cells = []
+    cells: list[Cell] = []
     for index, value in enumerate(values):
         cell = Cell(value)
         if index and value and value.median is not None and base is not None:
@@ -125,7 +169,9 @@ def noise_verdict(base: Side, other: Side) -> stats.NoiseTest | None:
     )
 
 
-def comparison(request: HttpRequest, ordered: list[Stack], labels: dict | None = None) -> dict:
+def comparison(
+    request: HttpRequest, ordered: list[Stack], labels: dict[int, str] | None = None
+) -> Comparison:
     """Everything the page and its share image show about 2–4 stacks."""
     filters, hw = stack_filters(request)
     # ?hw= picks the class to compare on; every class still shows side by side.
@@ -155,8 +201,10 @@ def comparison(request: HttpRequest, ordered: list[Stack], labels: dict | None =
         chosen = None  # a class none of these stacks ran on: nothing to compare on
     every_run = not filters.run_filter_query()
     for side in sides:
-        side.lane = side.proof.lane(chosen) if chosen else None
-        scope = side.proof.scope(chosen[1:]) if chosen else None
+        if chosen is None:
+            continue  # no lane and no quality on a chosen scale
+        side.lane = side.proof.lane(chosen)
+        scope = side.proof.scope(chosen[1:])
         side.quality = scope.quality if scope else None
         if side.lane and every_run:
             # The board ranks every run's lane: its place is the page's only when no filter
@@ -164,26 +212,25 @@ def comparison(request: HttpRequest, ordered: list[Stack], labels: dict | None =
             class_id = side.lane.figures.hardware_class_id
             places = queries.lane_places(side.stack, [class_id], *chosen[1:])
             side.lane.place = places.get(class_id)
-    return {
-        "sides": sides,
-        "chosen": chosen,
-        "chosen_label": names[chosen[0]][0] if chosen else "",
-        "hw": hw,
-        "filters": filters,
-        "run_filter": filters.run_filter_query().urlencode(),
-        "shared": [(names[k[0]][0], names[k[0]][1], k == chosen) for k in shared],
-        "rows": rows,
-        "runs": runs,
-        "names": names,
-    }
+    return Comparison(
+        sides=sides,
+        chosen=chosen,
+        chosen_label=names[chosen[0]][0] if chosen else "",
+        run_filter=filters.run_filter_query().urlencode(),
+        shared=[(names[k[0]][0], names[k[0]][1], k == chosen) for k in shared],
+        runs=runs,
+        names=names,
+    )
 
 
-def _side_by_side(sides: list[Side], names: dict) -> list[tuple[str, str, list]]:
+def _side_by_side(
+    sides: list[Side], names: dict[int, tuple[str, str]]
+) -> list[tuple[str, str, list[ShownLane | None]]]:
     """(class, slug, [each stack's lane there or None]) for every class any stack ran on, on
     each stack's first scope: classes are shown apart, never compared with each other."""
     rows = []
     for class_id, (label, slug) in names.items():
-        cells = []
+        cells: list[ShownLane | None] = []
         for side in sides:
             scope = side.proof.scopes[0] if side.proof.scopes else None
             lanes = scope.lanes if scope else []
@@ -208,44 +255,51 @@ def compare(request: HttpRequest) -> HttpResponse:
         return redirect(canonical)
     stacks = {s.id: s for s in Stack.objects.filter(id__in=ids, best_run__isnull=False)}
     ordered = [stacks[i] for i in ids if i in stacks]
-    context: dict = {"ids": [s.id for s in ordered], "run_filter": extra, "hw": hw}
+    shown = [s.id for s in ordered]
     query = request.GET.get("find", "").strip()[:100]
-    offered = _picker(query, exclude=[s.id for s in ordered]) if len(ordered) < MAX_STACKS else []
+    offered = _picker(query, exclude=shown) if len(ordered) < MAX_STACKS else []
     # One set of labels for every stack on the page, the offered ones included.
     labels = labels_by_id([*ordered, *offered])
+    picker = None
     if len(ordered) < MAX_STACKS:
-        context["picker_query"] = query
-        context["picker"] = [
-            (labels[s.id], compare_url([*context["ids"], s.id], extra)) for s in offered
-        ]
+        picker = [(labels[s.id], compare_url([*shown, s.id], extra)) for s in offered]
+    named = [(s, labels[s.id]) for s in ordered]
     if len(ordered) < 2:
-        context["stacks"] = [(s, labels[s.id]) for s in ordered]
-        return render(request, "leaderboard/compare.html", context)
+        page = ComparePage(shown, extra, hw, named, query, picker)
+        return render(request, "leaderboard/compare.html", page.context())
 
     found = comparison(request, ordered, labels)
-    sides = found["sides"]
+    sides = found.sides
     for side in sides:
-        side.remove_url = compare_url([i for i in context["ids"] if i != side.stack.id], extra)
-    chosen = found["chosen"]
-    suites = {}
+        side.remove_url = compare_url([i for i in shown if i != side.stack.id], extra)
+    chosen = found.chosen
+    suites: dict[int, dict[str, dict[str, Any]]] = {}
     if chosen:
         scale, version = chosen[1:]
-        suites = summaries.suite_table(found["runs"].of_version(scale, version))
+        suites = summaries.suite_table(found.runs.of_version(scale, version))
     suite_names = sorted({name for table in suites.values() for name in table})
-    hw_query = compare_url(context["ids"], filters.run_filter_query().urlencode())
-    context.update(
-        found,
-        stacks=[(s, labels[s.id]) for s in ordered],
+    hw_query = compare_url(shown, filters.run_filter_query().urlencode())
+    page = ComparePage(
+        shown,
+        # Without ?hw= (the class picker's links add it), unlike the picker's links.
+        found.run_filter,
+        hw,
+        named,
+        query,
+        picker,
+        sides=sides,
+        chosen=chosen,
+        chosen_label=found.chosen_label,
         lane_metrics=[
-            (label, digits, _cells([s.lane and getattr(s.lane.figures, key) for s in sides], up))
-            for key, label, digits, up in LANE_METRICS
+            (label, digits, _cells([figure(s.lane.figures) if s.lane else None for s in sides], up))
+            for figure, label, digits, up in LANE_METRICS
         ]
         if chosen
         else [],
         quality_cells=_cells([s.quality for s in sides], True) if chosen else [],
-        side_by_side=_side_by_side(sides, found["names"]),
+        side_by_side=_side_by_side(sides, found.names),
         class_links=[
-            (label, f"{hw_query}&hw={slug}", current) for label, slug, current in found["shared"]
+            (label, f"{hw_query}&hw={slug}", current) for label, slug, current in found.shared
         ],
         suite_rows=[
             (name, [suites.get(s.stack.id, {}).get(name) for s in sides]) for name in suite_names
@@ -259,15 +313,15 @@ def compare(request: HttpRequest) -> HttpResponse:
                 for side in sides
                 if side.lane
             ],
-            unit=f"decode tok/s on {found['chosen_label']}",
+            unit=f"decode tok/s on {found.chosen_label}",
             log=True,
         )
         if chosen
         else None,
-        share_qs=compare_url(context["ids"], extra).split("?", 1)[1],
-        share=_share(request, sides, found["chosen_label"], extra),
+        share_qs=compare_url(shown, extra).split("?", 1)[1],
+        share=_share(request, sides, found.chosen_label, extra),
     )
-    return render(request, "leaderboard/compare.html", context)
+    return render(request, "leaderboard/compare.html", page.context())
 
 
 def _picker(query: str, *, exclude: list[int]) -> list[Stack]:
@@ -281,7 +335,7 @@ def _picker(query: str, *, exclude: list[int]) -> list[Stack]:
     )
 
 
-def _share(request: HttpRequest, sides: list[Side], on: str, extra: str) -> dict:
+def _share(request: HttpRequest, sides: list[Side], on: str, extra: str) -> dict[str, str]:
     base = f"{request.scheme}://{request.get_host()}"
     query = "stacks=" + ",".join(str(side.stack.id) for side in sides)
     if extra:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -13,6 +15,42 @@ from leaderboard import cache as board_cache
 from leaderboard import estimated
 from runs import estimates
 from runs.models import HardwareClass, Stack
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of a ceiling's arithmetic: a number, its unit and where it comes from."""
+
+    step: str
+    value: float | None
+    unit: str
+    where: str
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """How far held-out estimates of a metric missed (percent), over how many lanes."""
+
+    lanes: int
+    error: float
+    coverage: float
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """One metric's arithmetic, in the order the page reads it; the efficiency lines are
+    there only with an estimate."""
+
+    title: str
+    metric: str
+    est: estimates.Estimate | None
+    ceiling: list[Step]
+    published: HeldOut | None
+    group: estimates.Level | None = None
+    group_text: str = ""
+    hierarchy_efficiency: float | None = None
+    shifts: tuple[estimates.Shift, ...] = ()
+    bounded: bool = False
 
 
 @require_safe
@@ -33,7 +71,7 @@ def estimate_detail(request: HttpRequest, pk: int, hw: str) -> HttpResponse:
     )
 
 
-def _context(stack: Stack, hw_class: HardwareClass) -> dict:
+def _context(stack: Stack, hw_class: HardwareClass) -> dict[str, Any]:
     found = estimated.estimate(stack, hw_class)
     if found is None:
         raise Http404("no estimate can be made for this stack on this hardware")
@@ -66,33 +104,28 @@ def _weights_text(found: estimated.Estimated) -> str:
     return f"{ceilings.weights.note}, at {bits.bits:g} bits per weight ({bits.label})"
 
 
-def _decode_ceiling(found: estimated.Estimated) -> list[dict]:
+def _decode_ceiling(found: estimated.Estimated) -> list[Step]:
     source = found.ceilings.source
     accelerator = source.accelerator
     return [
-        {
-            "step": "Memory bandwidth",
-            "value": source.bandwidth_gbps,
-            "unit": "GB/s",
-            "where": f"{accelerator.name}: {accelerator.source_of('bandwidth_gbps')}"
+        Step(
+            "Memory bandwidth",
+            source.bandwidth_gbps,
+            "GB/s",
+            f"{accelerator.name}: {accelerator.source_of('bandwidth_gbps')}"
             + (f"; {source.bandwidth_text()}" if source.count > 1 else ""),
-        },
-        {
-            "step": "Weights read per token",
-            "value": found.bytes_per_token_gb,
-            "unit": "GB",
-            "where": _weights_text(found),
-        },
-        {
-            "step": "Ceiling = bandwidth ÷ weights per token",
-            "value": found.lane.decode_ceiling,
-            "unit": "tok/s",
-            "where": "no decode can read its weights faster than the memory delivers them",
-        },
+        ),
+        Step("Weights read per token", found.bytes_per_token_gb, "GB", _weights_text(found)),
+        Step(
+            "Ceiling = bandwidth ÷ weights per token",
+            found.lane.decode_ceiling,
+            "tok/s",
+            "no decode can read its weights faster than the memory delivers them",
+        ),
     ]
 
 
-def _prefill_ceiling(found: estimated.Estimated) -> list[dict]:
+def _prefill_ceiling(found: estimated.Estimated) -> list[Step]:
     peak = found.ceilings.peak
     if peak is None or not found.lane.prefill_ceiling:
         return []
@@ -101,41 +134,42 @@ def _prefill_ceiling(found: estimated.Estimated) -> list[dict]:
     accelerator = found.ceilings.source.accelerator
     figure = "int8_tops" if peak[1].startswith("INT8") else "fp16_tflops"
     return [
-        {
-            "step": "Compute peak",
-            "value": compute,
-            "unit": peak[1],
-            "where": f"{accelerator.name}: {accelerator.source_of(figure)}",
-        },
-        {
-            "step": "Operations per prompt token",
-            "value": 2 * found.active_b,
-            "unit": "G operations",
-            "where": f"2 per active parameter, {found.active_b:g}B active",
-        },
-        {
-            "step": "Ceiling = peak ÷ operations per token",
-            "value": found.lane.prefill_ceiling,
-            "unit": "tok/s",
-            "where": "no prefill can compute faster than the chip's peak",
-        },
+        Step(
+            "Compute peak", compute, peak[1], f"{accelerator.name}: {accelerator.source_of(figure)}"
+        ),
+        Step(
+            "Operations per prompt token",
+            2 * found.active_b,
+            "G operations",
+            f"2 per active parameter, {found.active_b:g}B active",
+        ),
+        Step(
+            "Ceiling = peak ÷ operations per token",
+            found.lane.prefill_ceiling,
+            "tok/s",
+            "no prefill can compute faster than the chip's peak",
+        ),
     ]
 
 
-def _metric(title: str, found: estimates.Estimate | None, metric: str, ceiling: list[dict]) -> dict:
+def _metric(
+    title: str, found: estimates.Estimate | None, metric: str, ceiling: list[Step]
+) -> Arithmetic:
     """One metric's arithmetic, in the order the page reads it."""
     lanes, error, coverage = estimated.ACCURACY[metric]
-    out = {"title": title, "metric": metric, "est": found, "ceiling": ceiling, "published": None}
-    if lanes:
-        out["published"] = {"lanes": lanes, "error": error * 100, "coverage": coverage * 100}
+    published = HeldOut(lanes, error * 100, coverage * 100) if lanes else None
     if found is None:
-        return out
+        return Arithmetic(title, metric, None, ceiling, published)
     group = found.group
-    out.update(
+    return Arithmetic(
+        title,
+        metric,
+        found,
+        ceiling,
+        published,
         group=group,
         group_text=" · ".join(group.key) or "every measured lane",
         hierarchy_efficiency=math.exp(found.levels[-1].centre),
-        shifts=[s for s in found.shifts if s.n],
+        shifts=tuple(s for s in found.shifts if s.n),
         bounded=found.low > 0 and math.isfinite(found.high),
     )
-    return out

@@ -44,7 +44,7 @@ def _png(card: share.Card) -> HttpResponse:
     return response
 
 
-def _median(name: str, value: Interval | None, digits: int = 1) -> share.Metric:
+def _metric(name: str, value: Interval | None, digits: int = 1) -> share.Metric:
     """A lane's median as a card metric, its interval (or its run count) in the label."""
     if value is None or value.n == 0 or value.median is None:
         return share.Metric(name, "—")
@@ -66,13 +66,13 @@ def stack_card(request: HttpRequest, pk: int) -> share.Card:
     proof = summaries.evidence(summaries.run_rows(runs), summaries.attempts_of([stack.id]))
     scope = proof.scopes[0] if proof.scopes else None
     focus = scope.lanes[0] if scope and scope.lanes else None
-    metrics = [_median("quality, all hardware", scope.quality if scope else None)]
+    metrics = [_metric("quality, all hardware", scope.quality if scope else None)]
     if focus:
         figures = focus.figures
         metrics += [
-            _median("decode tok/s", figures.decode),
-            _median("TTFT ms", figures.ttft, 0),
-            _median("prefill tok/s", figures.prefill, 0),
+            _metric("decode tok/s", figures.decode),
+            _metric("TTFT ms", figures.ttft, 0),
+            _metric("prefill tok/s", figures.prefill, 0),
             share.Metric("runs on this hardware", str(focus.run_count)),
         ]
         if focus.attempts is not None:
@@ -125,18 +125,18 @@ def compare_card(request: HttpRequest) -> share.Card:
     if len(ordered) < 2:
         raise Http404("compare needs two stacks")
     found = comparison(request, ordered)
-    on = found["chosen_label"]
+    on = found.chosen_label
     columns = []
-    for side in found["sides"]:
+    for side in found.sides:
         lane = side.lane
         columns.append(
             share.Column(
                 side.label,
                 f"{lane.run_count} runs on {on}" if lane else "no runs in common",
                 (
-                    _median("quality, all hardware", side.quality),
-                    _median("decode tok/s", lane.figures.decode if lane else None),
-                    _median("TTFT ms", lane.figures.ttft if lane else None, 0),
+                    _metric("quality, all hardware", side.quality),
+                    _metric("decode tok/s", lane.figures.decode if lane else None),
+                    _metric("TTFT ms", lane.figures.ttft if lane else None, 0),
                     share.Metric(
                         "attempts (best of)",
                         str(lane.attempts) if lane and lane.attempts is not None else "—",

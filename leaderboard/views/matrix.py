@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -30,14 +32,14 @@ def matrix_url(model_id: str, hw: str, **query: str) -> str:
     return path + (f"?{urlencode(query)}" if query else "")
 
 
-def _context(request: HttpRequest, hw: str, model_id: str) -> dict:
+def _context(request: HttpRequest, hw: str, model_id: str) -> dict[str, Any]:
     hardware_class = get_object_or_404(HardwareClass, slug=hw)
     quant, engine = _setup_query(request)
     found = matrix.build(model_id, hardware_class, quantization=quant, engine=engine)
     classes = matrix.classes_for(model_id)
     if found is None and not classes:
         raise Http404("no published matrix runs of this model")
-    setup_query = {}
+    setup_query: dict[str, str] = {}
     if found is not None:
         setup_query = {"quant": found.setup.quantization, "engine": found.setup.engine}
     return {

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import F, Prefetch
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -17,14 +19,14 @@ from django.views.decorators.vary import vary_on_headers
 from leaderboard import cache as board_cache
 from leaderboard import charts, estimated, matrix, queries, summaries, sweeps
 from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
-from leaderboard.queued import late_starts_by_index
+from leaderboard.queued import LateSlotStart, late_starts_by_index
 from leaderboard.resources import reasoning_view, resources_view
 from leaderboard.templatetags.lanes import ci_text
 from leaderboard.views.board import HtmxHttpRequest, scatter_for
 from runs import lane_rows as lane_rules
 from runs import public
 from runs.labels import labels_by_id
-from runs.lanes import run_lane_version
+from runs.lanes import lane_version
 from runs.models import (
     Hardware,
     HardwareClass,
@@ -41,9 +43,9 @@ from runs.names import imported_label
 from runs.standing import standing_of
 from submissions.access import can_see_private, can_see_standing
 from submissions.models import Status
-from worker.engine.detect import known_build
-from worker.engine.redact import redact_command, redact_text
-from worker.engine.scoring import MEASURED_ONLY
+from worker.rules.engines import known_build
+from worker.rules.redact import redact_command, redact_text
+from worker.rules.scoring import MEASURED_ONLY
 
 RUNS_PER_PAGE = 25
 RUN_SORT_LABELS = [("date", "newest"), ("overall", "overall"), ("decode", "decode tok/s")]
@@ -54,14 +56,14 @@ RUN_SORTS = {
 }
 
 
-def _partial(request: HtmxHttpRequest, template: str, context: dict) -> HttpResponse:
+def _partial(request: HtmxHttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
     """The whole page, or only its #results block for an htmx request."""
     if request.htmx:
         template += "#results"
     return render(request, template, context)
 
 
-def _run_page(request: HtmxHttpRequest, runs):
+def _run_page(request: HtmxHttpRequest, runs: RunQuerySet) -> tuple[Page[Run], str]:
     """A sorted page of runs with what their table row shows (two queries)."""
     sort = request.GET.get("sort", "date")
     if sort not in RUN_SORTS:
@@ -100,7 +102,9 @@ def filtered_runs(runs: RunQuerySet, filters: BoardFilters, hw: str) -> RunQuery
     return runs
 
 
-def active_run_filters(filters: BoardFilters, hw: str, classes) -> list[str]:
+def active_run_filters(
+    filters: BoardFilters, hw: str, classes: Iterable[HardwareClass]
+) -> list[str]:
     """Human labels of the filters that restrict which runs count."""
     keep = set(filters.run_filter_query())
     labels = [label for name, label in filters.active() if name in keep]
@@ -117,7 +121,8 @@ def stack_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if any(value == "" for _name, value in request.GET.items()):
         # The filter form sends its empty fields too; share one clean link.
         clean = QueryDict(mutable=True)
-        for name, value in request.GET.items():
+        for name in request.GET:
+            value = request.GET.get(name, "")  # the last value, as items() gives it
             if value:
                 clean[name] = value
         return redirect(request.path + (f"?{clean.urlencode()}" if clean else ""))
@@ -154,7 +159,7 @@ def _plain_run_query(request: HtmxHttpRequest) -> str | None:
     return query.urlencode()
 
 
-def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
+def _stack_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     stack = get_public_stack(pk)
     filters, hw = stack_filters(request)
     runs = filtered_runs(Run.objects.published().filter(stack=stack), filters, hw)
@@ -167,7 +172,8 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
     )
     scope = proof.scopes[0] if proof.scopes else None
     focus = scope.lanes[0] if scope and scope.lanes else None
-    chart_rows, profile, suites = [], "", {}
+    chart_rows: list[dict[str, Any]] = []
+    profile, suites = "", {}
     if scope:
         chart_rows, profile = summaries.chart_rows(proof, scope.key, filters.profile)
         counted = summaries.counted_in(runs, scope.key, profile)
@@ -228,7 +234,9 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict:
     }
 
 
-def share_meta(request, *, title: str, description: str, path: str, image: str) -> dict:
+def share_meta(
+    request: HttpRequest, *, title: str, description: str, path: str, image: str
+) -> dict[str, str]:
     """Absolute permalink and share-image URLs for Open Graph and Twitter cards."""
     base = f"{request.scheme}://{request.get_host()}"
     return {"title": title, "description": description, "url": base + path, "image": base + image}
@@ -238,7 +246,7 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
-def _stack_description(proof: summaries.StackEvidence, focus) -> str:
+def _stack_description(proof: summaries.StackEvidence, focus: summaries.ShownLane | None) -> str:
     parts = []
     if proof.scopes and proof.scopes[0].quality.median is not None:
         parts.append(f"Quality {ci_text(proof.scopes[0].quality)} across all hardware")
@@ -257,7 +265,7 @@ def _stack_description(proof: summaries.StackEvidence, focus) -> str:
     return "; ".join(parts) + "."
 
 
-def _get_visible_run(request, pk: int) -> tuple[Run, bool]:
+def _get_visible_run(request: HttpRequest, pk: int) -> tuple[Run, bool]:
     """The run if this visitor may see it (published, unlisted-by-link, or their own)."""
     run = get_object_or_404(
         Run.objects.select_related(
@@ -304,26 +312,59 @@ def _visibility_note(run: Run, private: bool) -> str:
     return "This run is not public. Only you and moderators can see it."
 
 
+@dataclass(frozen=True)
+class Trial:
+    """A stored trial, and the wait for a server slot its prefill window held (issue 35)."""
+
+    sample: SpeedSample
+    late_start: LateSlotStart | None
+
+
+@dataclass(frozen=True)
+class TaskReceipt:
+    """A task's stored result with what the run page reads from its metadata."""
+
+    task: TaskResult
+    notes: list[tuple[str, str]]
+    reasoning_tokens: int | None
+    cell_status: str | None  # a measured-only suite's cell: measured, skipped or failed
+    trials: list[Trial]
+
+
+@dataclass(frozen=True)
+class SuiteReceipt:
+    suite: SuiteResult
+    measured_only: bool  # measured, not scored (worker.rules.scoring.MEASURED_ONLY)
+    tasks: list[TaskReceipt]
+
+
+def _receipt(suite: SuiteResult) -> SuiteReceipt:
+    """A suite's receipt from its prefetched tasks and trials."""
+    measured_only = suite.suite in MEASURED_ONLY
+    tasks = []
+    for task in suite.tasks.all():
+        late = late_starts_by_index(task.metadata)
+        trials = [Trial(s, late.get(s.trial_index)) for s in task.samples.all()]
+        tasks.append(
+            TaskReceipt(
+                task,
+                public.verifier_notes(task.metadata),
+                public.reasoning_tokens(task.metadata),
+                public.cell_status(task.metadata) if measured_only else None,
+                trials,
+            )
+        )
+    return SuiteReceipt(suite, measured_only, tasks)
+
+
 @require_safe
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One run's receipts: suites, tasks, verifier notes, latencies and trials."""
     run, private = _get_visible_run(request, pk)
-    task_fields = [
-        "id",
-        "suite_result_id",
-        "task_id",
-        "passed",
-        "score",
-        "latency_ms",
-        "tokens_generated",
-        "tokens_prompt",
-        "execution_ok",
-        "finish_reason",
-        "metadata",
-    ]
+    task_fields = ["id", "suite_result_id", *public.PUBLIC_TASK_COLUMNS, "metadata"]
     if private:
         task_fields += ["output", "error"]
-    suites = list(
+    stored = (
         SuiteResult.objects.filter(run=run)
         .order_by("suite")
         .prefetch_related(
@@ -337,17 +378,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             )
         )
     )
-    for suite in suites:
-        suite.measured_only = suite.suite in MEASURED_ONLY
-        for task in suite.tasks.all():
-            task.notes = public.verifier_notes(task.metadata)
-            task.reasoning_tokens = public.reasoning_tokens(task.metadata)
-            # Stored trials whose prefill window held a wait for a server slot (issue 35).
-            late = late_starts_by_index(task.metadata)
-            for sample in task.samples.all():
-                sample.late_start = late.get(sample.trial_index)
-            if suite.measured_only:
-                task.cell_status = public.cell_status(task.metadata)
+    suites = [_receipt(suite) for suite in stored]
     context_lane = None
     counted = lane_rules.counts({"score_scale": run.score_scale, "comparable": run.comparable})
     if run.hardware_class_id and counted:
@@ -355,7 +386,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         same = Run.objects.published().filter(
             stack_id=run.stack_id, hardware_class_id=run.hardware_class_id
         )
-        key = (run.hardware_class_id, run.score_scale, run_lane_version(run))
+        key = (run.hardware_class_id, run.score_scale, lane_version(run))
         attempts = summaries.attempts_of([run.stack_id])
         context_lane = summaries.evidence(summaries.run_rows(same), attempts).lane(key)
     try:
@@ -415,7 +446,7 @@ def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
     )
     classes: Counter[HardwareClass] = Counter()
     for lane in stored:
-        if lane.hardware_class_id:
+        if lane.hardware_class is not None:  # selected with the lane: no query
             classes[lane.hardware_class] += lane.run_count
     _filters, hw = stack_filters(request)
     chosen = next((c for c in classes if c.slug == hw), None)
@@ -441,7 +472,7 @@ def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
     for row in page.object_list:
         row.stack = stacks[row.lane.stack_id]
         row.label = labels[row.lane.stack_id]
-    context = {
+    context: dict[str, Any] = {
         "model_id": model_id,
         "page": page,
         "chosen": chosen,
@@ -450,6 +481,9 @@ def model_detail(request: HtmxHttpRequest, model_id: str) -> HttpResponse:
     }
     if request.htmx:
         return _partial(request, "leaderboard/model.html", context)
+    if chosen is None:  # no lane on any class: no rows, so no chart
+        context["scatter"] = None
+        return render(request, "leaderboard/model.html", context)
     context["scatter"] = charts.scatter(
         [
             {
@@ -494,7 +528,9 @@ def hardware_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _partial(request, "leaderboard/hardware.html", context)
 
 
-def _submitter_page(request: HtmxHttpRequest, runs, **context) -> HttpResponse | None:
+def _submitter_page(
+    request: HtmxHttpRequest, runs: RunQuerySet, **context: object
+) -> HttpResponse | None:
     """A submitter's page of runs, or None when there is none to show."""
     page, sort = _run_page(request, runs)
     if not page.paginator.count:

@@ -51,10 +51,10 @@ def print_header(out: Console, prep) -> None:
     task_count = sum(len(tasks) for tasks in prep.tasks.values())
     scoring = "local" if prep.locality.scoring_local else "remote"
     say(out, f"benchloop {versions()}", style="bold")
+    build = info.engine.get("version") or "(build not reported by the server)"
     say(
         out,
-        f"{info.kind} {info.engine.get('version', '')} · model {prep.model} · "
-        f"{scoring} scoring ({prep.locality.reason})",
+        f"{info.kind} {build} · model {prep.model} · {scoring} scoring ({prep.locality.reason})",
         indent="  ",
     )
     rule = speed_rule(config.trials)

@@ -90,7 +90,7 @@ def test_a_managed_llama_cpp_recipe_is_started_and_stopped_by_the_worker(
             model="smollm2-managed",
             model_path=smollm_gguf(),
             context_length=2048,
-            threads=2,
+            threads=1,
             launch_flags=NATIVE_SERVER_FLAGS,
         )
         job = wait_for(lambda: finished(job_id), 240, "the managed job to finish")

@@ -41,7 +41,7 @@ def machine_to_itself():
 
 @pytest.fixture(scope="session")
 def llm_server(tmp_path_factory: pytest.TempPathFactory) -> ServerHandle:
-    """One shared server for the whole session (n_ctx 4096, 2 threads, metrics on)."""
+    """One shared server for the whole session (n_ctx 4096, 1 thread, metrics on)."""
     handle = start_server(log_dir=tmp_path_factory.mktemp("llm-server"))
     try:
         yield handle

@@ -44,7 +44,7 @@ def test_without_nvml_energy_is_not_measured_but_ram_and_cold_start_are(bench_ho
         model_path=str(model_path()),
         alias="smol-cold",
         context_length=2048,
-        threads=2,
+        threads=1,
         extra_flags=NATIVE_SERVER_FLAGS,
     )
     try:

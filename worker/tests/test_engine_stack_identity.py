@@ -106,7 +106,7 @@ def test_the_real_llama_server_s_process_names_the_stack(bench_home):
         model_path=str(weights),
         alias="smol-ident",
         context_length=2048,
-        threads=2,
+        threads=1,
         extra_flags=[
             *NATIVE_SERVER_FLAGS,
             *["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-b", "256", "-md", str(weights)],
@@ -136,7 +136,7 @@ def test_the_real_llama_server_s_process_names_the_stack(bench_home):
     assert (launch["kv_cache_type"], launch["draft_model"]) == ("q8_0", weights.name)
     assert launch["settings"] == {
         "parallel": 1,
-        "threads": 2,
+        "threads": 1,
         "flash_attn": "on",
         "batch_size": 256,
         "no_repack": True,

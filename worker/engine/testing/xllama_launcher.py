@@ -171,7 +171,7 @@ def start_server(
     *,
     port: int | None = None,
     n_ctx: int = 4096,
-    threads: int = 2,
+    threads: int = 1,
     api_key: str | None = None,
     tools_template: bool = True,
     log_dir: Path | None = None,
@@ -228,7 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--ctx", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=2)
+    # One thread: the test suite runs two workers on two cores, each with its servers; two
+    # threads a server would oversubscribe the cores, and ggml's threads spin at every barrier.
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=1, help="server slots (-np)")
     parser.add_argument("--kv-unified", action="store_true", help="one KV buffer for all slots")
     parser.add_argument("--api-key", default=None)

@@ -12,7 +12,6 @@ from django.utils import timezone
 from lab import services
 from lab.models import BenchmarkJob, JobEvent, WorkerHost
 from lab.tests.lab import (
-    QUICK_TASKS,
     approve,
     finished,
     queue_over_http,
@@ -25,6 +24,8 @@ pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 ALL_SPEED = ["speed-p128-*", "speed-p512-n16"]
 # Two cells: after the first finishes, the long-prompt cell is still to run when its worker dies.
 KILL_TASKS = ["speed-p128-*", "speed-p2048-*"]
+# The cheapest cell, for jobs whose routing, not their measurements, is the point.
+ONE_CELL = ["speed-p512-n16"]
 
 
 def _status(job_id: int) -> str:
@@ -44,13 +45,14 @@ def test_a_killed_worker_is_replaced_and_the_job_completes_exactly_once(
             endpoint_url=llm_url,
             model=llm_model,
             tasks=KILL_TASKS,
-            trials=2,
-            max_tokens=48,
+            trials=1,
+            max_tokens=16,
         )
         wait_for(
             lambda: JobEvent.objects.filter(job_id=job_id, kind="task_completed").exists(),
             120,
             "the first task to finish",
+            interval=0.05,
         )
     finally:
         first.kill()  # SIGKILL: no cleanup, no acknowledgement, a stale heartbeat
@@ -125,7 +127,7 @@ def test_a_running_job_is_cancelled_at_the_next_task_boundary(
             model=llm_model,
             tasks=ALL_SPEED,
             trials=2,
-            max_tokens=48,
+            max_tokens=16,
         )
         wait_for(
             lambda: JobEvent.objects.filter(job_id=job_id, kind="task_completed").exists(),
@@ -174,7 +176,7 @@ def test_an_unapproved_host_gets_no_jobs_and_pools_stay_apart(
             endpoint_url=llm_url,
             pool="pool.a",
             suites=["speed"],
-            tasks=QUICK_TASKS,
+            tasks=ONE_CELL,
             trials=1,
             max_tokens=24,
         ).pk
@@ -183,8 +185,12 @@ def test_an_unapproved_host_gets_no_jobs_and_pools_stay_apart(
 
         approve("lab-pa")
         approve("lab-pb")
-        for_b = queue_over_http(alice_key, endpoint_url=llm_url, model=llm_model, pool="pool.b")
-        for_a = queue_over_http(alice_key, endpoint_url=llm_url, model=llm_model, pool="pool.a")
+        for_b, for_a = (
+            queue_over_http(
+                alice_key, endpoint_url=llm_url, model=llm_model, pool=pool, tasks=ONE_CELL
+            )
+            for pool in ("pool.b", "pool.a")
+        )
         jobs = [wait_for(lambda j=j: finished(j), 240, "a job") for j in (waiting, for_b, for_a)]
     finally:
         pool_a.stop()

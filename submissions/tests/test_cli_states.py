@@ -3,8 +3,11 @@ the state `list` shows (asked of the site, else the last one known, and "running
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +24,31 @@ pytestmark = [pytest.mark.llm, pytest.mark.django_db(transaction=True)]
 REPO = Path(__file__).resolve().parents[2]
 WIDTH = 80
 QUICK = ["--trials", "1", "--max-tokens", "8"]
+
+
+@pytest.fixture(scope="module")
+def _one_run(llm_url, tmp_path_factory) -> tuple[Path, dict]:
+    """One real run of one speed cell, made once for the tests that only send it and ask its
+    state (issue 33: the run is not what they check); each sends its own copy."""
+    home = tmp_path_factory.mktemp("states-home")
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
+        mp.setenv("BENCHLOOP_HOME", str(home))
+        for name in ("BENCHLOOP_API_KEY", "BENCHLOOP_SITE", "BENCHLOOP_URL"):
+            mp.delenv(name, raising=False)
+        run = ["run", "--url", llm_url, "--tasks", "speed-p128-n256", *QUICK, "--json"]
+        assert main(run) == 0
+    return home, json.loads(printed.getvalue())
+
+
+@pytest.fixture
+def finished_run(_one_run, bench_home) -> dict:
+    """The module's run, unsent, in this test's own $BENCHLOOP_HOME (its `--json` answer)."""
+    home, run = _one_run
+    shutil.copytree(home / "runs", bench_home / "runs")
+    copied = bench_home / "runs" / run["run_id"] / Path(run["path"]).name
+    assert copied.is_file() and not (copied.parent / "submission.json").exists()
+    return run | {"path": str(copied)}
 
 
 def _list(capsys) -> dict[str, dict]:
@@ -98,13 +126,12 @@ def test_submit_sends_the_newest_finished_run_and_list_asks_the_site(
 
 
 def test_list_says_last_known_when_the_site_does_not_answer(
-    live_server, alice_key, llm_url, bench_home, capsys, monkeypatch, settings
+    live_server, alice_key, finished_run, capsys, monkeypatch, settings
 ):
     settings.SITE_URL = live_server.url
     monkeypatch.setenv("BENCHLOOP_API_KEY", alice_key)
     monkeypatch.setenv("COLUMNS", str(WIDTH))
-    assert main(["run", "--url", llm_url, "--tasks", "speed-p128-n256", *QUICK, "--json"]) == 0
-    run = json.loads(capsys.readouterr().out)
+    run = finished_run
     assert main(["submit", "--site", live_server.url, "--json"]) == 0
     sent_on = json.loads(capsys.readouterr().out)["submitted_at"][:10]
     # The site this run went to stops answering (a port nothing listens on).
@@ -122,11 +149,9 @@ def test_list_says_last_known_when_the_site_does_not_answer(
 
 
 def test_the_state_endpoint_answers_the_owner_only(
-    client, alice_key, mallory_key, llm_url, bench_home, capsys, live_server, settings
+    client, alice_key, mallory_key, finished_run, capsys, live_server, settings
 ):
     settings.SITE_URL = live_server.url
-    assert main(["run", "--url", llm_url, "--tasks", "speed-p128-n256", *QUICK, "--json"]) == 0
-    capsys.readouterr()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BENCHLOOP_API_KEY", alice_key)
         assert main(["submit", "--site", live_server.url, "--json"]) == 0

@@ -160,7 +160,9 @@ def test_a_script_without_a_terminal_is_told_and_never_blocked(llm_url, bench_ho
 @pytest.mark.llm
 def test_a_short_run_is_not_asked_about(llm_url, bench_home):
     cli = Cli(
-        ["--url", llm_url, "--suites", "speed", "--trials", "1", "--max-tokens", "8"],
+        # The speed suite's cheapest cell (one trial of 16 tokens out, cut to 8): far too short
+        # a run to ask about.
+        ["--url", llm_url, "--tasks", "speed-p512-n16", "--trials", "1", "--max-tokens", "8"],
         bench_home,
         terminal=True,
     )

@@ -24,6 +24,9 @@ from worker.rules.stats import summarize
 from worker.tests.cli_kit import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
+# Tokens out per trial: enough for a decode rate over several intervals; each one is a decode
+# step on a shared two-core machine, and the module's runs make eleven trials.
+MAX_TOKENS = 8
 
 
 def _cli(args: list[str], home: Path) -> subprocess.CompletedProcess:
@@ -35,7 +38,7 @@ def runs(llm_url, tmp_path_factory):
     """Run A: the whole speed suite, 3 trials a cell. Run B: the 128-token cell only, 2 trials
     (too few for a median). Both through the CLI."""
     home = tmp_path_factory.mktemp("cli-home")
-    common = ["--url", llm_url, "--max-tokens", "16", "--json"]
+    common = ["--url", llm_url, "--max-tokens", str(MAX_TOKENS), "--json"]
     done_a = _cli(["run", "--suites", "speed", "--trials", "3", *common], home)
     assert done_a.returncode == 0, done_a.stderr
     done_b = _cli(["run", "--tasks", "speed-p128-*", "--trials", "2", *common], home)
@@ -64,7 +67,7 @@ def test_the_speed_run_writes_a_bundle_that_matches_the_schema(runs):
     assert bundle["hardware"]["attributed"] is True
     assert bundle["scoring_mode"] == "local" and bundle["is_remote"] is False
     assert bundle["comparable"] is False  # --max-tokens changed the tasks
-    assert bundle["comparability"]["reasons"] == ["--max-tokens 16 caps the answers"]
+    assert bundle["comparability"]["reasons"] == [f"--max-tokens {MAX_TOKENS} caps the answers"]
     # Coverage counts tasks: all three of the speed profile's were scored.
     assert (bundle["comparability"]["tasks_scored"], bundle["coverage_score"]) == (3, 100.0)
     assert bundle["speed_method_version"] == "2"
@@ -108,9 +111,9 @@ def test_the_bundle_holds_every_sample_with_raw_timings(runs):
         assert (stopping["reason"], stopping["trials_run"]) == ("fixed", 3)
         target = task["metadata"]["prompt_tokens_target"]
         for trial in trials:
-            assert trial["completion_tokens"] == 16
+            assert trial["completion_tokens"] == MAX_TOKENS
             assert len(trial["timings"]["chunk_ms"]) == trial["completion_tokens"]
-            assert trial["server"]["predicted_n"] == 16
+            assert trial["server"]["predicted_n"] == MAX_TOKENS
             assert trial["server"]["cache_n"] <= 8  # the nonce defeats the prompt cache
             assert abs(trial["prompt_tokens"] - target) / target < 0.1
     # The headline decode is the short-prompt cell's: its three trials, not all nine.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from worker.engine.orchestrator import execute, prepare_run
 from worker.engine.parallel import DEFAULT_CAP, MAX_PARALLEL, Parallelism, choose, workers_for
 from worker.engine.plan import RunConfig
 from worker.engine.suites import available_suites
+from worker.engine.testing.xllama_launcher import ServerHandle, start_server
 
 SLOTS = 4
 # Short prompts the small model answers in seconds: single requests judged by a verifier, and
@@ -23,10 +25,22 @@ SUITES = ["instructfollow", "reasonmath", "agent"]
 TASKS = ["if-01", "if-02", "if-03", "if-04", "if-08", "rm-02", "rm-05", "ag-01"]
 
 
-def _server(spawn):
+@pytest.fixture(scope="module")
+def four_slots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
     """Four slots of 2,048 tokens each (apart: n_ctx is split between them). One thread: on a
-    shared, oversubscribed machine, two spinning ggml threads slow each other down many times."""
-    return spawn(parallel=SLOTS, n_ctx=SLOTS * 2048, threads=1)
+    shared, oversubscribed machine, two spinning ggml threads slow each other down many times.
+    One server for the module: no test here is about starting it, and each run leaves every
+    slot idle (a cancel lets the running tasks finish)."""
+    handle = start_server(
+        parallel=SLOTS,
+        n_ctx=SLOTS * 2048,
+        threads=1,
+        log_dir=tmp_path_factory.mktemp("four-slots"),
+    )
+    try:
+        yield handle
+    finally:
+        handle.stop()
 
 
 def test_the_default_is_the_servers_slot_count_capped_and_an_option_wins():
@@ -121,10 +135,8 @@ def _check_events(events: list[dict], bundle) -> None:
 
 
 @pytest.mark.llm
-def test_four_at_a_time_on_four_slots_gives_the_verdicts_of_one_at_a_time(
-    spawn_llm_server, bench_home
-):
-    server = _server(spawn_llm_server)
+def test_four_at_a_time_on_four_slots_gives_the_verdicts_of_one_at_a_time(four_slots, bench_home):
+    server = four_slots
     serial, serial_events = _run(server.base_url, bench_home, parallel=1)
     with _SlotWatch(server.base_url) as watch:
         # No --parallel: the default reads the server's four slots.
@@ -158,8 +170,8 @@ def test_four_at_a_time_on_four_slots_gives_the_verdicts_of_one_at_a_time(
 
 
 @pytest.mark.llm
-def test_a_cancel_lets_the_running_tasks_finish_and_starts_no_more(spawn_llm_server, bench_home):
-    server = _server(spawn_llm_server)
+def test_a_cancel_lets_the_running_tasks_finish_and_starts_no_more(four_slots, bench_home):
+    server = four_slots
     events: list[dict] = []
 
     def stop_after_first_answer() -> bool:

@@ -291,8 +291,11 @@ def _p128_cell(suite, max_tokens=64):
 # The real-server tests' rule: decode within ±25% (the default ±2% is for a quiet GPU; the CI
 # machine shares two cores between this server, the test and another test worker, so "quiet"
 # here means no hog). Four busy loops on two cores cut the server's share of the CPU to well
-# under half, which opens min–max far past ±25%. Ceiling 6 keeps the tests short.
+# under half, which opens min–max far past ±25%. Ceiling 6 keeps the quiet test short.
 REAL_RULE = {"decode": 0.25, "prefill": 0.30}
+# Under the hog a token takes many times longer: that cell decodes 16 tokens a trial and stops
+# at 4 trials, one past the floor, which is all that test needs to show.
+HOG_TOKENS, HOG_CEILING = 16, 4
 
 
 @pytest.mark.llm
@@ -336,7 +339,7 @@ def test_a_cell_under_a_cpu_hog_goes_past_the_floor_and_records_how_wide_it_stay
     """The load arrives after the cell's first trial, as another job starting on the machine
     would: the trials that follow are slower, and the interval cannot close."""
     suite = available_suites()["speed"]
-    rule = _rule(ceiling=6, decode=REAL_RULE["decode"], prefill=REAL_RULE["prefill"])
+    rule = _rule(ceiling=HOG_CEILING, decode=REAL_RULE["decode"], prefill=REAL_RULE["prefill"])
     hogs: list[subprocess.Popen] = []
 
     def on_event(event):
@@ -346,7 +349,7 @@ def test_a_cell_under_a_cpu_hog_goes_past_the_floor_and_records_how_wide_it_stay
     ctx = RunContext(provider=provider, trials=5, trial_rule=rule, emit=on_event)
     suite.prepare(ctx)
     try:
-        record = suite.run_task(_p128_cell(suite), ctx)
+        record = suite.run_task(_p128_cell(suite, max_tokens=HOG_TOKENS), ctx)
     finally:
         for hog in hogs:
             hog.kill()
@@ -361,9 +364,10 @@ def test_a_cell_under_a_cpu_hog_goes_past_the_floor_and_records_how_wide_it_stay
     assert decode["half_width"] == pytest.approx(relative_half_width(rates)[0], abs=1e-4)
     # Up to 8 values the interval is min–max, which only widens: once open at the floor, the
     # cell runs to its ceiling and says so.
-    assert stopping["reason"] == "ceiling" and stopping["trials_run"] == 6
+    assert stopping["reason"] == "ceiling" and stopping["trials_run"] == HOG_CEILING
     assert not decode["met"] and decode["half_width"] > REAL_RULE["decode"]
-    assert stopping["note"].startswith("ceiling reached, noisy: 6 trials, decode ±")
+    assert stopping["note"].startswith(f"ceiling reached, noisy: {HOG_CEILING} trials, decode ±")
+    assert all(t["completion_tokens"] == HOG_TOKENS for t in meta["trials"])
 
 
 def test_student_t_quantiles_and_cdf_match_the_tables():

@@ -18,7 +18,7 @@ from worker.engine.matrix.runner import run_program
 from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, Overhead, ProgramResult
 from worker.engine.matrix.testing import force_reply, log_offset, wait_for_server_log
 from worker.engine.testing.xllama_launcher import MODEL_ALIAS
-from worker.tests.llm_server import llm_model, llm_server, require_harness  # noqa: F401
+from worker.tests.llm_server import require_harness
 
 pytestmark = [
     pytest.mark.llm,
@@ -79,7 +79,7 @@ def test_variants_and_their_switches():
     assert "openai/m" in inv.home_files[".aider.model.metadata.json"]
 
 
-def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, llm_model):
     """A SEARCH block that matches nothing: Aider says so, reflects once (max_steps 2), stops."""
     reply = (
         "calc.py\n```python\n<<<<<<< SEARCH\n    return a * b\n=======\n"
@@ -113,7 +113,7 @@ def test_golden_overhead_and_format_failures(tmp_path, installed, llm_server, ll
     assert result.denials == []  # it tried nothing the cage had to stop
 
 
-def test_whole_file_edit_lands_in_the_workspace(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+def test_whole_file_edit_lands_in_the_workspace(tmp_path, installed, llm_server, llm_model):
     reply = f"calc.py\n```python\n{FIXED}```\n"
     workspace = _workspace(tmp_path)
     result = _forced(adapter("aider"), TASK, workspace, llm_server, reply, cap=64)
@@ -157,8 +157,8 @@ def _escape_reply(mark: str) -> str:
 def test_aider_in_its_repository_refuses_an_edit_outside_it(
     tmp_path,
     installed,
-    llm_server,  # noqa: F811
-    llm_model,  # noqa: F811
+    llm_server,
+    llm_model,
 ):
     """As the matrix runs it (a git repository), Aider itself refuses a path outside the repo:
     a format failure in its own words, before the cage is reached."""
@@ -177,7 +177,7 @@ def test_aider_in_its_repository_refuses_an_edit_outside_it(
     ]
 
 
-def test_sandbox_stops_writes_outside_the_workspace(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+def test_sandbox_stops_writes_outside_the_workspace(tmp_path, installed, llm_server, llm_model):
     """Without git Aider writes wherever an edit names: an existing file outside the workspace
     (the cage's /etc/hostname) fails with the kernel's words; a new one (../) fails silently in
     Aider."""
@@ -202,8 +202,8 @@ def test_sandbox_stops_writes_outside_the_workspace(tmp_path, installed, llm_ser
 def test_sandbox_model_shell_commands_are_refused_by_aider(
     tmp_path,
     installed,
-    llm_server,  # noqa: F811
-    llm_model,  # noqa: F811
+    llm_server,
+    llm_model,
 ):
     """The only way an Aider model reaches a shell: a suggested command. --yes-always never runs
     one (Aider asks for an explicit yes), so nothing is fetched and nothing leaves the cage."""
@@ -220,7 +220,7 @@ def test_sandbox_model_shell_commands_are_refused_by_aider(
     assert result.denials == []
 
 
-def test_sandbox_stops_aiders_own_web_scraper(tmp_path, installed, llm_server, llm_model):  # noqa: F811
+def test_sandbox_stops_aiders_own_web_scraper(tmp_path, installed, llm_server, llm_model):
     task = HarnessTask(
         "net", "Read http://example.com/benchloop-probe and fix calc.py.", ("calc.py",), 1
     )

@@ -12,6 +12,8 @@ from worker.engine.matrix.spec import HarnessTask, Overhead
 from worker.engine.matrix.testing import log_offset, wait_for_server_log
 
 TASK = HarnessTask("calc", "Fix add() in calc.py so that add(2, 3) == 5.", ("calc.py",), 3)
+# The cap only has to hold; each decoded token is the slow part of a loaded CPU's run.
+CAP = 16
 
 
 def test_the_file_tools_refuse_every_path_outside_the_workspace(tmp_path: Path):
@@ -40,7 +42,7 @@ def test_the_baseline_overhead_matches_the_server_log(harness, tmp_path, llm_ser
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     offset = log_offset(llm_server.log_path)
     result, failures = run_loop(
-        harness, TASK, workspace, llm_server.base_url, llm_model, max_tokens_cap=40, timeout_s=120
+        harness, TASK, workspace, llm_server.base_url, llm_model, max_tokens_cap=CAP, timeout_s=120
     )
     assert result.returncode == 0, result.stderr
     assert 1 <= len(result.requests) <= TASK.max_steps
@@ -51,5 +53,5 @@ def test_the_baseline_overhead_matches_the_server_log(harness, tmp_path, llm_ser
         e["prompt_tokens"] for e in logged
     )
     assert overhead.completion_tokens == sum(e["completion_tokens"] for e in logged)
-    assert all((r.completion_tokens or 0) <= 40 for r in result.requests)
+    assert all((r.completion_tokens or 0) <= CAP for r in result.requests)
     assert 0 < overhead.model_ms <= overhead.wall_ms

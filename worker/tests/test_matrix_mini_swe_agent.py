@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,16 @@ from worker.engine.matrix.adapters import adapter
 from worker.engine.matrix.runner import run_program
 from worker.engine.matrix.spec import HarnessTask, Overhead
 from worker.engine.matrix.testing import force_reply, log_offset, wait_for_server_log
-from worker.tests.llm_server import llm_model, llm_server, require_harness  # noqa: F401
+from worker.tests.llm_server import require_harness
 
 pytestmark = [
     pytest.mark.llm,
 ]
 MINI = adapter("mini-swe-agent")
 CALC = "def add(a, b):\n    return a - b\n"
+# The golden run's cap: it only has to hold (a reply it cuts off is a format failure mini feeds
+# back, which the test counts too); each decoded token is the slow part on a loaded CPU.
+CAP = 16
 
 
 @pytest.fixture
@@ -38,8 +42,8 @@ def _workspace(tmp_path: Path) -> Path:
 def test_golden_overhead_matches_the_server_log_end_to_end(
     tmp_path,
     installed,
-    llm_server,  # noqa: F811
-    llm_model,  # noqa: F811
+    llm_server,
+    llm_model,
 ):
     task = HarnessTask("calc", "Fix add() in calc.py so 2+3 == 5.", ("calc.py",), max_steps=2)
     offset = log_offset(llm_server.log_path)
@@ -49,7 +53,7 @@ def test_golden_overhead_matches_the_server_log_end_to_end(
         _workspace(tmp_path),
         llm_server.base_url,
         llm_model,
-        max_tokens_cap=48,
+        max_tokens_cap=CAP,
         timeout_s=420,
     )
     # It ran to its own end (the step limit, or a submission), not to our timeout.
@@ -65,7 +69,7 @@ def test_golden_overhead_matches_the_server_log_end_to_end(
         e["prompt_tokens"] for e in logged
     )
     assert overhead.completion_tokens == sum(e["completion_tokens"] for e in logged)
-    assert all(r.completion_tokens <= 48 for r in records)  # the cap held
+    assert all(r.completion_tokens <= CAP for r in records)  # the cap held
     # mini's system prompt and instructions are the harness's cost: far beyond the task itself.
     assert records[0].prompt_tokens > 400
     assert 0 < overhead.model_ms < overhead.wall_ms
@@ -117,11 +121,21 @@ class _Listener:
         self.sock.close()
 
 
+def _by_step(replies: list[str]) -> Callable[[dict], dict]:
+    """A proxy rewrite that forces reply i on the request after i assistant turns."""
+
+    def rewrite(body: dict) -> dict:
+        step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        return force_reply(replies[min(step, len(replies) - 1)])(body)
+
+    return rewrite
+
+
 def test_sandbox_stops_the_network_and_writes_outside_the_workspace(
     tmp_path,
     installed,
-    llm_server,  # noqa: F811
-    llm_model,  # noqa: F811
+    llm_server,
+    llm_model,
 ):
     mark = uuid.uuid4().hex[:6]
     escapes = [Path(f"/etc/benchloop-escape-{mark}"), Path(f"/root/benchloop-escape-{mark}")]
@@ -130,7 +144,9 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(
         f"curl -sS -m 5 http://example.com/; curl -sS -m 5 http://127.0.0.1:{listener.port}/; "
         f"echo x > {escapes[0]}; echo x > {escapes[1]}; echo x > inside.txt"
     )
-    reply = f"```mswea_bash_command\n{command}\n```"
+    # The second step only has to end the run (its request carries the first step's output
+    # back to the model): a short action, since every forced token is a sampling step.
+    replies = [f"```mswea_bash_command\n{command}\n```", "```mswea_bash_command\nls\n```"]
     task = HarnessTask("escape", "Fetch http://example.com and save it.", (), max_steps=2)
     workspace = _workspace(tmp_path)
     try:
@@ -142,13 +158,13 @@ def test_sandbox_stops_the_network_and_writes_outside_the_workspace(
             llm_model,
             max_tokens_cap=256,
             timeout_s=420,
-            rewrite=force_reply(reply),
+            rewrite=_by_step(replies),
         )
     finally:
         listener.close()
     assert not result.timed_out, result.stderr[-2000:]
     assert len(result.requests) == 2 and all(r.status == 200 for r in result.requests)
-    assert MINI.format_failures(result) == []  # the forced action parsed both times
+    assert MINI.format_failures(result) == []  # each forced action parsed
     assert (workspace / "inside.txt").read_text() == "x\n"  # the action did run
     assert listener.accepted == 0  # no connection left the cage
     for path in escapes:

@@ -20,7 +20,7 @@ from worker.engine.matrix.proxy import RecordingProxy
 from worker.engine.matrix.runner import find_denials, run_program
 from worker.engine.matrix.spec import Endpoint, HarnessTask, Invocation, ProgramResult
 from worker.engine.matrix.testing import log_offset, wait_for_server_log
-from worker.tests.llm_server import llm_model, llm_server, llm_url, require_harness  # noqa: F401
+from worker.tests.llm_server import require_harness
 from worker.tests.race_server import race_server
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def _post(client: httpx.Client, path: str, body: dict) -> httpx.Response:
 
 
 @pytest.mark.llm
-def test_proxy_records_match_the_server_log(llm_server, llm_model):  # noqa: F811
+def test_proxy_records_match_the_server_log(llm_server, llm_model):
     offset = log_offset(llm_server.log_path)
     with RecordingProxy(llm_server.base_url, max_tokens_cap=6) as proxy:
         client = httpx.Client(base_url=proxy.tcp_url)
@@ -203,7 +203,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.llm
-def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, llm_model):  # noqa: F811
+def test_cage_allows_only_the_workspace_home_and_endpoint(tmp_path, llm_server, llm_model):
     _installed()
     workspace = tmp_path / "ws"
     workspace.mkdir()

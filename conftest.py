@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +42,11 @@ def _is_site_test(path: Path) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background of a non-interactive shell inherits SIGINT ignored, and
+    # so would every CLI it starts: the tests that press Ctrl-C (SIGINT) at a run would wait on
+    # a run that never hears it. A handler here is reset to the default in each child at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if config.pluginmanager.hasplugin("django"):
         from django.core.servers.basehttp import ThreadedWSGIServer
 

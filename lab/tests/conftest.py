@@ -37,30 +37,17 @@ def lab_hosts(db) -> list[WorkerHost]:
     ]
 
 
-@pytest.fixture(scope="module")
-def _module_site(django_db_setup, tmp_path_factory) -> Iterator[LabSite]:
-    """gunicorn and the site's Celery worker on the test database, started once per test module:
-    starting them is the slow part (issue 33), and no test here is about their start."""
-    folder = tmp_path_factory.mktemp("site")
+@pytest.fixture
+def lab_site(transactional_db, tmp_path) -> Iterator[LabSite]:
+    """gunicorn and the site's Celery worker on the test database, for lab agents to talk to."""
+    folder = tmp_path / "site"
+    folder.mkdir()
     site = LabSite(url=f"http://127.0.0.1:{free_port()}", env=lab_site_env(folder), folder=folder)
     try:
         site.start()
         yield site
     finally:
         site.stop()
-
-
-@pytest.fixture
-def lab_site(_module_site: LabSite, transactional_db) -> LabSite:
-    """The module's site, for lab agents to talk to; a process an earlier test left stopped
-    (the site-restart test kills gunicorn) is started again first."""
-    web = _module_site.processes.get("web")
-    if web is None or web.poll() is not None:
-        _module_site.start_web()
-    if _module_site.processes["tasks"].poll() is not None:
-        _module_site.stop()
-        _module_site.start()
-    return _module_site
 
 
 @pytest.fixture

@@ -20,7 +20,10 @@ from worker.agent.settings import AgentSettings, broker_config
 from worker.rules.logcontext import ContextFilter, formatter, log_context
 from worker.rules.protocol import RUN_JOB_TASK
 
-app = Celery("benchloop-lab-agent")
+# Not made the process's current app on import: a process that imports this module for
+# something else (the site's tests do) keeps its own app for current_app and shared_task. The
+# agent's worker (`celery -A worker.agent.app worker`) makes it current when it starts.
+app = Celery("benchloop-lab-agent", set_as_current=False)
 app.conf.update(broker_config())
 _host: dict = {}
 

@@ -53,6 +53,4 @@ if [ "$fast" = true ]; then
 else
   lane=(--durations=25)  # the whole suite names its slowest tests, so their cost stays visible
 fi
-# Whole modules go to one worker (loadscope): a module's shared real run, server or seeded data
-# (its module-scoped fixtures) is then made once, not once per worker its tests were split over.
-exec "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadscope "${lane[@]}" "$@"
+exec "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" "${lane[@]}" "$@"

@@ -50,7 +50,7 @@ class Row(Protocol):
     @property
     def hardware_class_id(self) -> int | None: ...
 
-    suites: Any
+    suites: dict[str, Interval | None]
 
 
 # The quality suites a column can show, in the order columns appear: (label, header title).

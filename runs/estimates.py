@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from runs import normalize, roofline
+from worker.rules.stats import median
 
 # How many lanes a group needs to count as much as its parent: a prior of 4 pseudo-lanes.
 PRIOR = 4.0
@@ -320,13 +320,13 @@ def _shrunk(values: list[float], parent: Level | None, key: tuple[str, ...]) -> 
     """A group's centre and spread, pulled toward its parent's by PRIOR pseudo-lanes."""
     n = len(values)
     if parent is None:
-        centre = statistics.median(values)
+        centre = median(values, default=math.nan)
         low, high = tails([v - centre for v in values]) or (-math.inf, math.inf)
         return Level(key, n, centre, min(low, 0.0), max(high, 0.0))
     if not n:
         return Level(key, 0, parent.centre, parent.low, parent.high)
     weight = n / (n + PRIOR)
-    centre = weight * statistics.median(values) + (1 - weight) * parent.centre
+    centre = weight * median(values, default=math.nan) + (1 - weight) * parent.centre
     own = tails([v - centre for v in values])
     if own is None:
         return Level(key, n, centre, parent.low, parent.high)
@@ -374,7 +374,7 @@ class Calibration:
         if not residuals:
             return 0, 0.0
         n = len(residuals)
-        return n, n / (n + PRIOR) * statistics.median(residuals)
+        return n, n / (n + PRIOR) * median(residuals, default=math.nan)
 
     def family_shift(self, lane: Lane) -> tuple[int, float]:
         """How far the measured lanes of the model's family (Qwen3.5 of any size, on any
@@ -497,13 +497,18 @@ class Summary:
 def summarise(trials: Sequence[Trial]) -> Summary | None:
     if not trials:
         return None
+
+    def middle(values: Iterable[float]) -> float:
+        # An unbounded interval's width is the widest, not missing.
+        return median(values, keep_infinite=True, default=math.nan)
+
     return Summary(
         n=len(trials),
-        calibrated_mdape=statistics.median(t.calibrated_error for t in trials),
+        calibrated_mdape=middle(t.calibrated_error for t in trials),
         coverage=sum(t.calibrated.covers(t.truth) for t in trials) / len(trials),
-        plain_mdape=statistics.median(t.plain_error for t in trials),
+        plain_mdape=middle(t.plain_error for t in trials),
         plain_coverage=sum(t.plain.covers(t.truth) for t in trials) / len(trials),
-        ceiling_mdape=statistics.median(t.ceiling_error for t in trials),
-        width=statistics.median(t.calibrated.width for t in trials),
-        plain_width=statistics.median(t.plain.width for t in trials),
+        ceiling_mdape=middle(t.ceiling_error for t in trials),
+        width=middle(t.calibrated.width for t in trials),
+        plain_width=middle(t.plain.width for t in trials),
     )

@@ -9,7 +9,6 @@ class. The score consistency checks follow from the payload alone.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from dataclasses import dataclass
 
 from runs import normalize, roofline
@@ -18,6 +17,7 @@ from runs.importers.records import RunRecord
 from runs.models import Hardware, Run, ScoreScale, Stack
 from submissions import run_facts
 from worker.rules.scoring import MEASURED_ONLY
+from worker.rules.stats import median
 
 # Quality weights of the 3.0.0 profiles (the earlier product's published design).
 V3_QUALITY_WEIGHTS = {
@@ -383,18 +383,18 @@ def peer_checks(
                 )
             )
             continue
-        median = statistics.median(values)
-        mad = statistics.median(abs(v - median) for v in values)
+        centre = median(values, default=0.0)
+        mad = median((abs(v - centre) for v in values), default=0.0)
         # A few peers' MAD can be near 0 (three runs from one machine): the scale never drops
         # below the spread honest runs of one stack on one hardware class show.
-        scale = max(1.4826 * mad, PEER_SCALE_FLOOR * median)
+        scale = max(1.4826 * mad, PEER_SCALE_FLOOR * centre)
         if scale <= 0:
             continue
-        z = (value - median) / scale
-        ratio = value / median if median else float("inf")
+        z = (value - centre) / scale
+        ratio = value / centre if centre else float("inf")
         text = (
             f"{label} {value:,.1f} {unit} is {ratio:.1f}× the median of {len(values)} "
-            f"approved peers on {hardware_label} ({median:,.1f} {unit}; robust z = {z:+.1f})"
+            f"approved peers on {hardware_label} ({centre:,.1f} {unit}; robust z = {z:+.1f})"
         )
         # Faster than the peers is what a fake looks like; slower is a throttled card or
         # weights spilled to system memory, which is honest and only worth a note.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from runs import model_sizes, roofline
 from runs.importers.records import RunRecord, as_json_value
 from runs.models import Stack
-from worker.rules.stats import median
+from worker.rules.stats import median, summary_median
 
 NOT_DECLARED = (None, "", False, "no", "off", "none")
 SWEEP_SUITE = "speed_sweep"
@@ -141,13 +141,9 @@ def workload_of(record: RunRecord) -> Workload:
                         prompt_tokens=int(cell["prompt_tokens"])
                         if _number(cell.get("prompt_tokens"))
                         else None,
-                        decode_tps=_summary_median(cell.get("decode_tps")),
-                        prefill_tps=_summary_median(cell.get("prefill_tps")),
-                        ttft_ms=_summary_median(cell.get("ttft_ms")),
+                        decode_tps=_number(summary_median(cell.get("decode_tps"))),
+                        prefill_tps=_number(summary_median(cell.get("prefill_tps"))),
+                        ttft_ms=_number(summary_median(cell.get("ttft_ms"))),
                     )
                 )
     return Workload(int(prompt) if prompt else None, cells)
-
-
-def _summary_median(summary: object) -> float | None:
-    return _number(summary.get("median")) if isinstance(summary, dict) else None

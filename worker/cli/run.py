@@ -24,6 +24,7 @@ from worker.engine.parallel import workers_for
 from worker.rules.comparability import task_state
 from worker.rules.reasoning import BUDGET_SOURCES, reasoning_summary
 from worker.rules.scoring import SPEED_SUITES
+from worker.rules.stats import summary_median
 from worker.rules.sweeps import cell_status
 
 # The run summary's columns: (key in speed_summary, header, unit).
@@ -119,10 +120,6 @@ def _quality_suites(bundle: Mapping[str, Any]) -> Table | None:
     return grid
 
 
-def _summary_median(summary: object) -> object:
-    return summary.get("median") if isinstance(summary, dict) else None
-
-
 def _depth_table(block: Mapping[str, Any]) -> Table:
     each = f"medians of {block.get('trials')} trials, {block['prompt_tokens']} new tokens"
     grid = table(f"Speed at depth ({each})")
@@ -144,9 +141,9 @@ def _depth_table(block: Mapping[str, Any]) -> Table:
             fmt_unit(cell["depth"], "tokens"),
             fmt_unit(cell.get("depth_tokens"), "tokens")
             + ("" if cell.get("cache_held") is not False else " (not held)"),
-            fmt_unit(_summary_median(cell.get("prefill_tps")), "tok/s"),
-            fmt_unit(_summary_median(cell.get("decode_tps")), "tok/s"),
-            fmt_unit(_summary_median(cell.get("ttft_ms")), "ms"),
+            fmt_unit(summary_median(cell.get("prefill_tps")), "tok/s"),
+            fmt_unit(summary_median(cell.get("decode_tps")), "tok/s"),
+            fmt_unit(summary_median(cell.get("ttft_ms")), "ms"),
         )
     return grid
 
@@ -166,7 +163,7 @@ def _concurrency_table(block: Mapping[str, Any]) -> Table:
             str(cell["streams"]),
             fmt_unit(cell.get("requests"), "n"),
             fmt_unit(cell.get("aggregate_tps"), "tok/s"),
-            fmt_unit(_summary_median(cell.get("per_stream_tps")), "tok/s"),
+            fmt_unit(summary_median(cell.get("per_stream_tps")), "tok/s"),
             fmt_unit(cell.get("ttft_p50_ms"), "ms"),
             f"{fmt_unit(cell.get('ttft_tail_ms'), 'ms')} ({cell.get('ttft_tail_label')})",
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TypedDict
+from typing import TypedDict, overload
 
 from .contract import Summary
 
@@ -26,18 +26,59 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
 
 
+@overload
 def median(
-    values: Iterable[float | None], *, min_n: int = 1, digits: int | None = None
+    values: Iterable[float | None],
+    *,
+    min_n: int = 1,
+    digits: int | None = None,
+    keep_infinite: bool = False,
+) -> float | None: ...
+
+
+@overload
+def median(
+    values: Iterable[float | None],
+    *,
+    min_n: int = 1,
+    digits: int | None = None,
+    keep_infinite: bool = False,
+    default: float,
+) -> float: ...
+
+
+def median(
+    values: Iterable[float | None],
+    *,
+    min_n: int = 1,
+    digits: int | None = None,
+    keep_infinite: bool = False,
+    default: float | None = None,
 ) -> float | None:
-    """The one median: of the finite numbers among ``values`` (None, NaN and infinities are
-    dropped), the middle one, or halfway between the two middle ones for an even count
-    (``percentile`` at 0.5). None when fewer than ``min_n`` remain (and always when none do):
-    a reported figure asks for MIN_MEDIAN_N. ``digits`` rounds the result."""
-    clean = sorted(float(v) for v in values if v is not None and math.isfinite(v))
+    """The one median: of the numbers among ``values`` (None and NaN dropped, and infinities
+    too unless ``keep_infinite``, where an unbounded interval's width counts as the widest),
+    the middle one, or halfway between the two middle ones for an even count (``percentile``
+    at 0.5). ``default`` (None unless given) when fewer than ``min_n`` remain, and always when
+    none do: a reported figure asks for MIN_MEDIAN_N. ``digits`` rounds the result."""
+    clean = sorted(
+        float(v)
+        for v in values
+        if v is not None and (math.isfinite(v) or (keep_infinite and not math.isnan(v)))
+    )
     if not clean or len(clean) < min_n:
-        return None
-    found = percentile(clean, 0.5)
+        return default
+    low, high = clean[(len(clean) - 1) // 2], clean[len(clean) // 2]
+    # Between two finite values this is percentile()'s interpolation, to the last bit.
+    found = low + (high - low) * 0.5 if math.isfinite(low + high) else (low + high) / 2
     return found if digits is None else round(found, digits)
+
+
+def summary_median(summary: object) -> float | None:
+    """The median a bundle's summary block (``summarize``) holds, when it holds a number."""
+    value = summary.get("median") if isinstance(summary, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 def mean(values: Sequence[float]) -> float:

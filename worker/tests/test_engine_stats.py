@@ -6,7 +6,14 @@ import random
 
 import pytest
 
-from worker.rules.stats import MIN_MEDIAN_N, median, median_interval, ratio_test
+from worker.rules.stats import (
+    MIN_MEDIAN_N,
+    median,
+    median_interval,
+    percentile,
+    ratio_test,
+    summary_median,
+)
 
 
 def test_the_one_median_drops_what_is_not_a_number_and_splits_an_even_count() -> None:
@@ -20,6 +27,30 @@ def test_the_one_median_drops_what_is_not_a_number_and_splits_an_even_count() ->
     assert median([1.0, 2.0], digits=0) == 2.0 and median([0.123456], digits=4) == 0.1235
     values = [0.5, 0.6, 0.7, 40.0, 900.0, 0.55, 0.65]
     assert median(values) == median_interval(values)["median"]
+
+
+def test_the_median_keeps_infinities_when_asked_and_gives_its_default_for_nothing() -> None:
+    """An unbounded interval's width (inf) counts as the widest; a NaN never counts."""
+    inf = float("inf")
+    assert median([1.0, inf, inf], keep_infinite=True) == inf
+    assert median([1.0, 2.0, inf], keep_infinite=True) == 2.0
+    assert median([-inf, 3.0], keep_infinite=True) == -inf
+    assert median([1.0, float("nan"), inf], keep_infinite=True) == inf
+    assert median([1.0, inf]) == 1.0  # dropped without the flag
+    assert median([], default=0.0) == 0.0 and median([None], default=-1.0) == -1.0
+    assert median([2.0], default=0.0) == 2.0
+    # Between finite values it is percentile()'s interpolation, to the last bit.
+    rng = random.Random(7)
+    for n in range(1, 30):
+        values = [rng.uniform(-1e6, 1e6) for _ in range(n)]
+        assert median(values) == percentile(sorted(values), 0.5)
+
+
+def test_a_summary_median_is_a_number_or_nothing() -> None:
+    assert summary_median({"median": 12.5, "n": 3}) == 12.5
+    assert summary_median({"median": 7}) == 7.0
+    for summary in ({"median": None}, {"median": True}, {"median": "9"}, {}, None, [1.0]):
+        assert summary_median(summary) is None
 
 
 def test_below_three_values_there_is_no_median() -> None:

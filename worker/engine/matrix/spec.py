@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from ...rules.stats import median
 
 # What every harness program gets in its environment: no colours, no pager, no terminal tricks
 # (nobody reads its output live), and litellm's bundled model-cost map instead of a fetch.
@@ -162,7 +163,7 @@ def summarize(overheads: list[dict]) -> dict:
     for key in keys:
         values = [float(o.get(key) or 0) for o in overheads]
         out[f"{key}_total"] = round(sum(values), 1)
-        out[f"{key}_median"] = round(statistics.median(values), 1)
+        out[f"{key}_median"] = median(values, digits=1, default=0.0)
     out["peak_context"] = max(int(o.get("peak_context") or 0) for o in overheads)
     out["format_failures"] = sum(int(o.get("format_failures") or 0) for o in overheads)
     return out

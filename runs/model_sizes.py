@@ -22,6 +22,9 @@ class KnownModel:
     # KV cache bytes per token of context at F16 (None: not recorded).
     kv_bytes_per_token: int | None
     source: str
+    # The parameters one token reads, where fewer than all: a mixture of experts' active
+    # count, or a Gemma 4 E-model's effective size (its per-layer embeddings are lookups).
+    active_b: float | None = None
 
 
 def _kv(layers: int, kv_heads: int, head_dim: int) -> int:
@@ -73,6 +76,121 @@ _DENSE = [
 ]
 SOURCE = "model registry (runs/model_sizes.py)"
 
+# Models whose names state no size (or state one the name parser cannot read), each with its
+# published count and where it was published: (family pattern, stated size or None, params B,
+# active params B or None for a dense model, source). The active count is the publisher's; a
+# name's "-a3b" is never read for these (roofline.MOE_NAMING lists the lines where it is).
+_SOURCED: list[tuple[str, float | None, float, float | None, str]] = [
+    # Dense.
+    (r"phi-?3\.5-mini", None, 3.82, None, "huggingface.co/microsoft/Phi-3.5-mini-instruct (3.8B)"),
+    (r"phi-?3-medium", None, 14.0, None, "huggingface.co/microsoft/Phi-3-medium-4k-instruct (14B)"),
+    (
+        r"phi-?4-mini",
+        None,
+        3.8,
+        None,
+        "huggingface.co/microsoft/Phi-4-mini-instruct, -reasoning (3.8B)",
+    ),
+    (r"mistral-?nemo", None, 12.2, None, "huggingface.co/mistralai/Mistral-Nemo-Instruct-2407"),
+    (r"command-?r7b", None, 7.0, None, "huggingface.co/CohereForAI/c4ai-command-r7b-12-2024 (7B)"),
+    (
+        r"devstral-?small-?2(?![.\d])",
+        None,
+        24.0,
+        None,
+        "huggingface.co/mistralai/Devstral-Small-2-24B-Instruct-2512 (24B dense)",
+    ),
+    (r"granite-?4\.0-micro", None, 3.0, None, "huggingface.co/ibm-granite/granite-4.0-micro (3B)"),
+    # Gemma 4 E-models: the card's effective size is what a token reads.
+    (
+        r"gemma-?4.*[-_:]e2b(?=$|[-_.: ])",
+        None,
+        5.1,
+        2.3,
+        "Gemma 4 model card, ai.google.dev/gemma/docs/core (E2B: 2.3B effective, 5.1B with "
+        "per-layer embeddings)",
+    ),
+    (
+        r"gemma-?4.*[-_:]e4b(?=$|[-_.: ])",
+        None,
+        8.0,
+        4.5,
+        "Gemma 4 model card, ai.google.dev/gemma/docs/core (E4B: 4.5B effective, 8B with "
+        "per-layer embeddings)",
+    ),
+    # Mixtures of experts.
+    (r"glm-?4\.7-flash", None, 30.0, 3.0, "huggingface.co/zai-org/GLM-4.7-Flash (30B-A3B MoE)"),
+    (
+        r"granite-?4\.0-h-small",
+        None,
+        32.0,
+        9.0,
+        "huggingface.co/ibm-granite/granite-4.0-h-small (32B total, 9B active)",
+    ),
+    (
+        r"qwen-?3-coder-next",
+        None,
+        80.0,
+        3.0,
+        "huggingface.co/Qwen/Qwen3-Coder-Next (80B total, 3B activated)",
+    ),
+    (r"mellum-?2", 12, 12.0, 2.5, "arXiv:2605.31268, the Mellum2 technical report (2.5B active)"),
+    (
+        r"mistral-?small-?4",
+        119,
+        119.0,
+        6.0,
+        "mistral.ai/news/mistral-small-4 (119B total, 6B active per token, 8B with the "
+        "embedding and output layers)",
+    ),
+    (
+        r"deepseek-v4-flash",
+        None,
+        284.0,
+        13.0,
+        "huggingface.co/deepseek-ai/DeepSeek-V4-Flash (284B total, 13B activated)",
+    ),
+    (
+        r"ornith-1\.0-35b",
+        35,
+        35.0,
+        3.0,
+        "DeepReinforce's 35B MoE post-trained from Qwen 3.5 (ai-infrastructure.net/cookbook-vllm-"
+        "ornith-1-0; huggingface.co/maxlaurence/Ornith-1.0-35B-oQ5: a Qwen3.5 MoE): "
+        "Qwen3.5-35B-A3B's 3B active",
+    ),
+    (
+        r"darwin-36b-opus",
+        36,
+        36.0,
+        3.0,
+        "huggingface.co/FINAL-Bench/Darwin-36B-Opus (a merge on Qwen3.6-35B-A3B: 36B total, 3B "
+        "active)",
+    ),
+    (
+        r"smallthinker-4ba0\.6b",
+        None,
+        4.0,
+        0.6,
+        "huggingface.co/PowerInfer/SmallThinker-4BA0.6B-Instruct, arXiv:2507.20984 (4B, 0.6B "
+        "active)",
+    ),
+    (
+        r"step-?3\.7-flash",
+        None,
+        196.0,
+        11.0,
+        "huggingface.co/stepfun-ai/Step-3.7-Flash (196B language backbone, 11B active)",
+    ),
+    (
+        r"jamba-?2-mini",
+        None,
+        52.0,
+        12.0,
+        "AI21's Jamba2 release, huggingface.co/ai21labs/AI21-Jamba2-Mini (52B total, 12B active)",
+    ),
+]
+
 
 def known_model(model_id: str) -> KnownModel | None:
     """The registry's entry for a model id, matched on its family and the size its name
@@ -80,11 +198,17 @@ def known_model(model_id: str) -> KnownModel | None:
     name = normalize.normalise_model_id(model_id).lower()
     stated = normalize.parse_model(model_id)["params_b"]
     for pattern, size, params, kv in _DENSE:
-        if not re.search(pattern, name):
-            continue
-        if size is None and stated is None or size is not None and stated == size:
+        if re.search(pattern, name) and _states(size, stated):
             return KnownModel(params, kv, SOURCE)
+    for pattern, size, params, active, source in _SOURCED:
+        if re.search(pattern, name) and _states(size, stated):
+            return KnownModel(params, None, f"model registry: {source}", active)
     return None
+
+
+def _states(size: float | None, stated: float | None) -> bool:
+    """An entry's size is the one the id states (None: the id states none)."""
+    return stated == size if size is not None else stated is None
 
 
 def parse_count(text: object) -> float | None:

@@ -519,7 +519,12 @@ _QUANT = re.compile(
     r"(?=$|[-_.: ])",
     re.IGNORECASE,
 )
-_PARAMS = re.compile(r"(?:^|[-_:/ ])(\d+(?:\.\d+)?)\s*([bm])(?=$|[-_.: ]|\b)", re.IGNORECASE)
+# InternLM writes a size's decimal point as an underscore ("internlm2_5-1_8b-chat" is 1.8B,
+# not 8B). Only after a hyphen, colon, slash or space: in "llama_3_8b" the underscores separate.
+_PARAMS = re.compile(
+    r"(?:(?:^|[-:/ ])(\d+(?:[._]\d+)?)|_(\d+(?:\.\d+)?))\s*([bm])(?=$|[-_.: ]|\b)",
+    re.IGNORECASE,
+)
 _FAMILY = re.compile(r"^([a-z]+[0-9.]*[a-z]?)")
 
 
@@ -541,9 +546,8 @@ def parse_model(model_id: str) -> ParsedModel:
     params_match = _PARAMS.search(name)
     params_b = None
     if params_match:
-        params_b = float(params_match.group(1)) / (
-            1000 if params_match.group(2).lower() == "m" else 1
-        )
+        size = (params_match.group(1) or params_match.group(2)).replace("_", ".")
+        params_b = float(size) / (1000 if params_match.group(3).lower() == "m" else 1)
     family_match = _FAMILY.match(name)
     return ParsedModel(
         model_id=norm,

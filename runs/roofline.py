@@ -105,8 +105,13 @@ class Bits:
 
 def bits_per_weight(quantization: str, model_id: str = "") -> Bits:
     """Bits per weight for a quantization name (GGUF types and presets, MLX n-bit, EXL2 bpw,
-    AWQ/GPTQ, FP8); the model id is read where the quantization is blank."""
-    text = (quantization or "").strip() or normalize.parse_model(model_id)["quantization"]
+    AWQ/GPTQ, FP8); the model id is read where the quantization is blank, or where it names
+    a float type beside an id that names a quantized format: that float is the engine's compute
+    type (vLLM's --dtype float16 serving "Qwen3.6-27B-int4-AutoRound"), not the weights'."""
+    text = (quantization or "").strip()
+    named = normalize.parse_model(model_id)["quantization"] if model_id else ""
+    if not text or text.upper() in FLOAT_FORMATS and named and named not in FLOAT_FORMATS:
+        text = named
     upper = text.upper().removeprefix("UD-")
     if upper in TYPICAL_BITS:
         return Bits(TYPICAL_BITS[upper], f"{upper}, as real files hold it")
@@ -214,20 +219,27 @@ def model_weights(
     *,
     moe: bool = False,
     params_source: str = "",
-    dense_known: bool = False,
+    known: model_sizes.KnownModel | None = None,
 ) -> Weights | None:
     """Total and active parameters (billions), or None when the size is unknown.
 
     `params_b` is the run's own count (its metadata, an imported row's statement) or, for a
     model the registry does not know, its name's; the mixture-of-experts table wins where it
-    names the model. A name never makes a model an MoE by itself ("-a1b" is only a name, and
-    a model the registry knows as dense, `dense_known`, stays dense): `declared_active_b`,
+    names the model, then the registry's entry (`known`, model_sizes) where it gives the
+    parameters a token reads. A name never makes a model an MoE by itself ("-a1b" is only a
+    name, and a model the registry knows as dense stays dense): `declared_active_b`,
     `moe` (what the run's metadata says) or a line in MOE_NAMING does, and an MoE without an
     active count is bounded by MIN_ACTIVE_SHARE with the note "active parameters unknown"."""
     name = normalize.normalise_model_id(model_id).lower()
     for pattern, total, active in MOE_MODELS:
         if re.search(pattern, name) and _size_fits(params_b, total, active):
             return Weights(total, active, f"MoE: {active:g}B of {total:g}B params active")
+    if known and known.active_b and _size_fits(params_b, known.params_b, known.active_b):
+        return Weights(
+            known.params_b,
+            known.active_b,
+            f"{known.active_b:g}B of {known.params_b:g}B params read per token ({known.source})",
+        )
     if not params_b:
         return None
     where = f" ({params_source})" if params_source else ""
@@ -238,7 +250,7 @@ def model_weights(
             f"MoE: {declared_active_b:g}B of {params_b:g}B params active (as declared)",
         )
     suffix = _ACTIVE.search(name)
-    if suffix and not dense_known and MOE_NAMING.search(name):
+    if suffix and known is None and MOE_NAMING.search(name):
         active = float(suffix.group(1)) / (1000 if suffix.group(2).lower() == "m" else 1)
         if 0 < active < params_b:
             return Weights(
@@ -481,7 +493,7 @@ def ceilings(
         facts.active_b or declared_active_b,
         moe=facts.moe,
         params_source=size_source,
-        dense_known=known is not None,
+        known=known,
     )
     if weights is None:
         return Unknown(

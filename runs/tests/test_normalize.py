@@ -77,6 +77,16 @@ def test_vram_buckets(vram: float | None, bucket: str) -> None:
             "Q4_1",
         ),
         ("org/Model-IQ4_XS", "org/Model-IQ4_XS", "model", None, "IQ4_XS"),
+        # InternLM writes the decimal point as an underscore: 1.8B, not 8B.
+        (
+            "internlm2_5-1_8b-chat-Q4_K_M",
+            "internlm2_5-1_8b-chat-Q4_K_M",
+            "internlm2",
+            1.8,
+            "Q4_K_M",
+        ),
+        # Underscores that separate words are not decimal points.
+        ("llama_3_8b_instruct", "llama_3_8b_instruct", "llama", 8.0, ""),
     ],
 )
 def test_model_ids_are_parsed(model_id, display, family, params, quant) -> None:

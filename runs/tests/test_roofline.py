@@ -144,3 +144,54 @@ def test_unknown_hardware_or_model_gives_no_ceiling(fields, reason, hardware) ->
     found = _ceilings(**fields)
     assert isinstance(found, roofline.Unknown)
     assert reason in found.reason and found.hardware_name == hardware
+
+
+@pytest.mark.parametrize(
+    ("model_id", "total", "active", "source"),
+    [
+        # Names that state no size: the registry's published count, with where it is from.
+        ("Phi-3.5-mini-instruct-Q4_K_M", 3.82, 3.82, "microsoft/Phi-3.5-mini-instruct"),
+        ("microsoft_Phi-4-mini-instruct-Q4_K_M", 3.8, 3.8, "microsoft/Phi-4-mini-instruct"),
+        ("Mistral-Nemo-Instruct-2407-Q4_K_M", 12.2, 12.2, "Mistral-Nemo-Instruct-2407"),
+        ("devstral-small-2", 24.0, 24.0, "Devstral-Small-2-24B"),
+        # Gemma 4 E-models read their effective size per token, the card's, not the name's.
+        ("gemma4:e4b-mlx", 8.0, 4.5, "Gemma 4 model card"),
+        ("gemma-4-E2B-it-QAT-Q4_0", 5.1, 2.3, "Gemma 4 model card"),
+        # Mixtures of experts: total and active from the publisher.
+        ("glm-4.7-flash:q8_0", 30.0, 3.0, "zai-org/GLM-4.7-Flash"),
+        ("qwen3-coder-next:Q4_K_M", 80.0, 3.0, "Qwen/Qwen3-Coder-Next"),
+        ("Mistral-Small-4-119B-2603-Q4_K_M", 119.0, 6.0, "mistral-small-4"),
+        ("deepseek-ai/DeepSeek-V4-Flash-0731", 284.0, 13.0, "DeepSeek-V4-Flash"),
+        # Declared dense by the row that measured it; the registry knows its base's experts.
+        ("deepreinforce-ai/Ornith-1.0-35B-GGUF", 35.0, 3.0, "Qwen3.5-35B-A3B"),
+        ("FINAL-Bench_Darwin-36B-Opus-Q4_K_M", 36.0, 3.0, "FINAL-Bench/Darwin-36B-Opus"),
+    ],
+)
+def test_the_registry_sizes_models_their_names_do_not(model_id, total, active, source) -> None:
+    found = _ceilings(model_id=model_id, params_b=None)
+    assert isinstance(found, roofline.Ceilings)
+    assert (found.weights.total_b, found.weights.active_b) == (total, active)
+    assert source in found.weights.note and "model registry" in found.weights.note
+
+
+def test_an_unknown_name_s_active_suffix_still_raises_no_ceiling() -> None:
+    # A fine-tune whose name carries "35B-A3B" but not its base's name is only a name: held to
+    # a dense 35B until the registry has it with a source.
+    found = _ceilings(model_id="Gryphe_WorldSim-Opus-3.6-35B-A3B-Q4_K_M", params_b=35.0)
+    assert isinstance(found, roofline.Ceilings)
+    assert (found.weights.total_b, found.weights.active_b) == (35.0, 35.0)
+    # The base's own name is in the registry's MoE table.
+    found = _ceilings(model_id="unsloth/Qwen3.6-35B-A3B-GGUF", params_b=35.0)
+    assert isinstance(found, roofline.Ceilings) and found.weights.active_b == 3.0
+
+
+def test_a_float_type_beside_a_quantized_model_id_is_the_compute_type() -> None:
+    # vLLM's "--dtype float16" serving an int4 checkpoint: the weights are 4-bit.
+    assert roofline.bits_per_weight("fp16", "Lorbus/Qwen3.6-27B-int4-AutoRound").bits == 4.0
+    assert roofline.bits_per_weight("FP16", "Qwen/Qwen3-8B").bits == 16.0
+
+
+def test_an_underscore_decimal_size_sets_the_ceiling() -> None:
+    model_id = "internlm2_5-1_8b-chat-Q4_K_M"
+    found = _ceilings(model_id=model_id, params_b=normalize.parse_model(model_id)["params_b"])
+    assert isinstance(found, roofline.Ceilings) and found.weights.total_b == 1.8

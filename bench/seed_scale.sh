@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-100000}"
 DB="${BENCH_DB:-benchloop_bench}"
-psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+# Quoted: a name with capitals is created as written (unquoted, Postgres folds it to lower case).
+psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS \"$DB\"" -c "CREATE DATABASE \"$DB\"" >/dev/null
 export DATABASE_URL="postgres://postgres@127.0.0.1:5432/$DB" DEBUG=True
 .venv/bin/python manage.py migrate -v 0
 /usr/bin/time -f "wall %e s, peak RSS %M KB" .venv/bin/python manage.py seed_demo --runs "$N"

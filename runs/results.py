@@ -21,6 +21,11 @@ class SuiteResult(models.Model):
     median_latency_ms = models.FloatField(null=True, blank=True)
 
     class Meta:
+        indexes = [
+            # The runs that measured a suite (RunQuerySet.matrix: the harness matrix's few runs
+            # among every run's suites), found without reading every suite result.
+            models.Index(fields=["suite", "run"], name="suiteresult_suite_run_idx"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["run", "suite"], name="suiteresult_unique_run_suite"),
             models.CheckConstraint(

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # README command 2: the whole test suite on PostgreSQL and Redis (started here if stopped).
 # `--fast` is the edit-test loop's lane: everything but the tests that drive the real llama.cpp
-# server (marker llm), headless Chromium (browser) or a fault drill (drill), and the harness
-# matrix (worker/tests/test_matrix_*.py). CI runs the whole suite.
+# server (marker llm), headless Chromium (browser), a fault drill (drill) or a 100,000-run
+# database (scale), and the harness matrix (worker/tests/test_matrix_*.py). CI runs the whole
+# suite.
 source "$(dirname "$0")/_env.sh"
 cd "$ROOT"
 ensure_venv "dev"
@@ -49,7 +50,7 @@ export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ben
 export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
 export DEBUG=True
 if [ "$fast" = true ]; then
-  lane=(-m "not llm and not browser and not drill" --ignore-glob="worker/tests/test_matrix_*.py")
+  lane=(-m "not llm and not browser and not drill and not scale" --ignore-glob="worker/tests/test_matrix_*.py")
 else
   lane=(--durations=25)  # the whole suite names its slowest tests, so their cost stays visible
 fi

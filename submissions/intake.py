@@ -68,12 +68,20 @@ def is_public(status: str, visibility: str, outcome: str) -> bool:
     )
 
 
-def set_published(run: Run, status: str) -> None:
-    """Keep the denormalised `published` flag in step with moderation and visibility."""
+def set_published(run: Run, status: str, *, decided_at: datetime | None = None) -> None:
+    """Keep the denormalised `published` flag in step with moderation and visibility, and
+    `approved_at` with the submission's decision (`decided_at`, when one was just made)."""
     published = is_public(status, run.visibility, run.outcome)
+    changed = []
+    if decided_at is not None and decided_at != run.approved_at:
+        run.approved_at = decided_at
+        changed.append("approved_at")
     if published != run.published:
         run.published = published
-        run.save(update_fields=["published"])
+        changed.append("published")
+    if changed:
+        run.save(update_fields=changed)
+    if "published" in changed:
         pagecache.invalidate()
 
 
@@ -101,6 +109,8 @@ def store_runs(entries: list[NewRun], *, copy: bool | None = None) -> list[Submi
     ):
         entry.identity = identity
     class_ids: dict[str, int] = {}  # the classes of runs without a machine, found once each
+    # The moment these runs are stored and, where approved, decided (the feed's approved_at).
+    now = timezone.now()
     runs = []
     for entry in entries:
         stack, hardware = entry.identity  # type: ignore[misc]
@@ -116,10 +126,10 @@ def store_runs(entries: list[NewRun], *, copy: bool | None = None) -> list[Submi
                 class_ids=class_ids,
             )
         )
+        runs[-1].approved_at = now
     bulk.save_runs(
         [(run, entry.record.suites) for run, entry in zip(runs, entries, strict=True)], copy=copy
     )
-    now = timezone.now()
     submissions = [
         submission_row(run, entry, now) for run, entry in zip(runs, entries, strict=True)
     ]

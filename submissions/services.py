@@ -380,7 +380,7 @@ def moderate_submission(
             RunReport.objects.open().filter(run_id=locked.run_id).update(
                 resolved_at=locked.decided_at, resolved_by=moderator
             )
-        set_published(locked.run, status)
+        set_published(locked.run, status, decided_at=locked.decided_at)
         # A decision shows on the leaderboard at once (the default view reads the stack's
         # best run); refreshing one stack is a handful of indexed queries. The worker refreshes
         # it again after the commit, when decisions on the same stack made concurrently in

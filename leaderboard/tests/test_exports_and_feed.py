@@ -12,6 +12,8 @@ from django.test import Client
 
 from leaderboard.exports import markdown_text, safe_cell
 from leaderboard.tests.factories import HOSTILE, add_runs, record
+from submissions.models import Status
+from submissions.services import moderate_submission
 
 pytestmark = pytest.mark.django_db
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -84,6 +86,28 @@ def test_the_feed_lists_newly_approved_runs_for_a_filter(client: Client) -> None
     assert len(titles) == 1 and titles[0].startswith("qwen3") is False
     assert "on4090:8b" in titles[0]
     assert "RTX 4090" in feed.findtext(f"{ATOM}title")
+
+
+def test_the_feed_orders_runs_by_their_latest_decision(client: Client) -> None:
+    """Run.approved_at follows the submission's decision: a run approved again moves to the
+    top, dated as decided (the feed reads the column, not the submission)."""
+    first, second = add_runs(record(model_id="first:8b"), record(model_id="second:8b"))
+
+    def entries() -> list[tuple[str, str]]:
+        feed = ET.fromstring(client.get("/leaderboard/feed.atom").content)
+        return [
+            (e.findtext(f"{ATOM}title").split()[0], e.findtext(f"{ATOM}updated"))
+            for e in feed.iter(f"{ATOM}entry")
+        ]
+
+    assert [title for title, _ in entries()] == ["second:8b", "first:8b"]  # stored together
+    decided = moderate_submission(
+        submission=first.submission, status=Status.APPROVED, moderator=None, reason="again"
+    ).decided_at
+    first.refresh_from_db()
+    assert first.approved_at == decided and decided > second.approved_at
+    (top, updated), _second = entries()
+    assert top == "first:8b" and updated.startswith(decided.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
 def test_hostile_names_are_escaped_in_the_feed(client: Client) -> None:

@@ -122,13 +122,14 @@ QUERY_COUNTS = [
     # the default class on v3 and on speed only (which scale opens the site), the
     # measurement methods in view, benchmark versions, narrow lanes, the page's lanes,
     # which rows have a harness matrix; two facets; and the single class's estimates
-    # (leaderboard.estimated: the class, the lanes measured there and elsewhere, ...)
-    ("", 15),
+    # (leaderboard.estimated: the class, the lanes measured there and elsewhere, the
+    # calibration's stored lanes, its stacks' model blocks and its classes' machines, ...)
+    ("", 17),
     # the classes replace the default; the rows on each scale there pick its scale
     ("?vendor=nvidia&engine=llama.cpp", 10),
     # runs instead of lanes: how many (capped), the runs, their stacks, classes, best runs,
     # attempts, submitters and the matrix links; and the estimates, as above
-    ("?days=30", 20),
+    ("?days=30", 22),
 ]
 
 

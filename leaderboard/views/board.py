@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -35,19 +35,12 @@ from runs.methods import METHODS
 from runs.models import HardwareClass, HardwareKind, Run, Stack
 from worker.rules.reasoning import DEFAULT_THINKING_BUDGET, MAX_TOKENS_CEILING
 
-if TYPE_CHECKING:  # django-stubs' helper for annotated models: a dev dependency only
-    from django_stubs_ext import WithAnnotations
-
 NEWEST_DAYS = 90
 THEME_COOKIE = "theme"
 
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
-
-
-class _Approved(TypedDict):
-    approved_at: datetime  # queries.newest_approved: when its submission was decided
 
 
 def _base_url(request: HttpRequest) -> str:
@@ -363,9 +356,7 @@ def feed(request: HttpRequest) -> HttpResponse:
         feed_url=request.build_absolute_uri(),
         language="en",
     )
-    # Known by construction: newest_approved annotates every run (its RunQuerySet cannot say so).
-    newest = cast("QuerySet[WithAnnotations[Run, _Approved]]", queries.newest_approved(filters))
-    for run in newest:
+    for run in queries.newest_approved(filters):
         stack = run.stack
         atom.add_item(
             title=f"{stack.label} on {exports.run_hardware(run)}",

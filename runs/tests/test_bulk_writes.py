@@ -24,7 +24,9 @@ from submissions.management.commands import import_results
 from submissions.models import Submission
 
 SMOKE = "generated/v3-smoke-local-run.json"
-RUN_FIELDS = [f.attname for f in Run._meta.concrete_fields if f.attname not in ("id", "created_at")]
+# Ids and write times (approved_at is the moment of storing, or of the decision) differ.
+WRITE_TIMES = ("id", "created_at", "approved_at")
+RUN_FIELDS = [f.attname for f in Run._meta.concrete_fields if f.attname not in WRITE_TIMES]
 
 
 def _snapshot(run: Run) -> dict:

@@ -20,7 +20,7 @@ from submissions.models import Channel, Status, Submission
 
 SMOKE = "generated/v3-smoke-local-run.json"
 # Columns that name a row rather than describe it, or the moment it was written.
-_NAMING = {"id", "created_at", "decided_at"}
+_NAMING = {"id", "created_at", "decided_at", "approved_at"}
 
 
 def _columns(obj: models.Model) -> dict:

@@ -11,11 +11,11 @@ how far such estimates miss (ACCURACY).
 from __future__ import annotations
 
 import shlex
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q
 from django.db.models.fields.json import KeyTransform
 
 from leaderboard import cache as board_cache
@@ -23,12 +23,9 @@ from leaderboard.filters import BoardFilters
 from leaderboard.queries import Scope
 from runs import estimates, roofline
 from runs.accelerators import Catalog
-from runs.figures import Interval
 from runs.models import Hardware, HardwareClass, HardwareKind, Run, ScoreScale, Stack
+from runs.models import Lane as StoredLane
 from submissions import integrity
-
-if TYPE_CHECKING:  # a type of django-stubs, a development dependency
-    from django_stubs_ext import WithAnnotations
 
 # How many unmeasured stacks a board lists: the ones with the most published runs elsewhere.
 SHOWN = 12
@@ -38,7 +35,7 @@ CANDIDATES = 120
 # The held-out figures of bench/estimate_accuracy.py on the real imported data (bench/README.md,
 # "Estimate accuracy"), as the methodology page publishes them: (lanes, median absolute error,
 # share of lanes the 80% interval held).
-ACCURACY = {"decode": (902, 0.146, 0.837), "prefill": (359, 0.339, 0.752)}
+ACCURACY = {"decode": (1023, 0.142, 0.837), "prefill": (415, 0.306, 0.795)}
 
 
 def speculative(stack: Stack) -> bool:
@@ -96,58 +93,57 @@ def bundle_model(block: object) -> dict[str, Any]:
     return {"model": block} if isinstance(block, dict) else {}
 
 
-class ModelBlock(TypedDict):
-    """A run annotated with its bundle's model block (bundle_model reads it)."""
-
-    model_block: object
-
-
 def measured_lanes() -> tuple[list[estimates.Lane], Counter[str]]:
-    """Every published lane with a known ceiling (its speeds the medians of its runs), and
-    why the others were left out."""
+    """Every published lane with a known ceiling (its speeds the stored medians of its runs,
+    runs.services keeps them), and why the others were left out.
+
+    Read from the stored lanes (one per stack and class: the lane of a scale and version with
+    the most runs), each ceiling from its class's machine (representative_machine) and its
+    stack's model block, as an estimate reads them: a cold board reads no table of runs
+    (issue 30), only each stack's best run."""
     catalog = integrity.current_catalog()
-    # Each lane's runs, each with its bundle's model block (read alone, bundle_model).
-    grouped: dict[tuple[int, int | None], list[tuple[Run, object]]] = defaultdict(list)
-    runs = Run.objects.published().exclude(hardware_class=None)
-    runs = runs.select_related("stack", "hardware", "hardware_class").defer("raw_payload")
-    # Known by construction; django-stubs drop annotate()'s fields when a RunQuerySet is
-    # iterated.
-    found_runs = cast(
-        "QuerySet[WithAnnotations[Run, ModelBlock]]",
-        runs.annotate(model_block=KeyTransform("model", "raw_payload")).order_by("id"),
+    stored = (
+        StoredLane.objects.filter(
+            hardware_class__isnull=False, run_count__gt=0, best_run__isnull=False
+        )
+        .select_related("stack", "hardware_class")
+        .order_by("stack_id", "hardware_class_id", "-run_count", "id")
     )
-    for run in found_runs:
-        grouped[(run.stack_id, run.hardware_class_id)].append((run, run.model_block))
+    chosen: dict[tuple[int, int | None], StoredLane] = {}
+    for lane in stored:
+        chosen.setdefault((lane.stack_id, lane.hardware_class_id), lane)
+    stacks = {lane.stack for lane in chosen.values()}
+    # Each stack's model block (bundle_model), from its best run, without the rest of its bundle.
+    blocks = dict(
+        Run.objects.filter(id__in=[s.best_run_id for s in stacks if s.best_run_id])
+        .annotate(model_block=KeyTransform("model", "raw_payload"))
+        .values_list("id", "model_block")
+    )
+    machines: dict[int, Hardware] = {}
+    classes = {lane.hardware_class_id for lane in chosen.values()}
+    for found in Hardware.objects.filter(hardware_class_id__in=classes).order_by("id"):
+        if found.hardware_class_id is not None:
+            machines.setdefault(found.hardware_class_id, found)
     lanes: list[estimates.Lane] = []
     skipped: Counter[str] = Counter()
-    for _key, found in sorted(grouped.items()):
-        first, model_block = found[0]
-        hw_class = first.hardware_class
-        if hw_class is None:  # (none: the query leaves out runs on no class)
+    for (_stack, class_id), lane in chosen.items():
+        hw_class, machine = lane.hardware_class, machines.get(class_id or 0)
+        decode, prefill = lane.decode_median, lane.prefill_median
+        if hw_class is None:
             continue
-        decode = [r.decode_tps for r, _block in found if r.decode_tps]
-        prefill = [r.prefill_tps for r, _block in found if r.prefill_tps]
         if hw_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
             skipped["remote or unknown hardware: no roofline"] += 1
         elif not decode and not prefill:
             skipped["no speed measured"] += 1
-        elif first.hardware is None:
+        elif machine is None:
             skipped["no machine recorded"] += 1
         else:
-            ceilings = ceilings_of(first.stack, first.hardware, catalog, bundle_model(model_block))
+            block = bundle_model(blocks.get(lane.stack.best_run_id or 0))
+            ceilings = ceilings_of(lane.stack, machine, catalog, block)
             if isinstance(ceilings, str):
                 skipped[ceilings] += 1
                 continue
-            lanes.append(
-                lane_of(
-                    first.stack,
-                    hw_class,
-                    ceilings,
-                    # The lane's figures by the board's rule (runs.figures).
-                    decode=Interval.of(decode).median,
-                    prefill=Interval.of(prefill).median,
-                )
-            )
+            lanes.append(lane_of(lane.stack, hw_class, ceilings, decode=decode, prefill=prefill))
     return lanes, skipped
 
 
@@ -279,11 +275,14 @@ def for_class(
     if machine is None or hw_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
         return []
     here = Run.objects.published().filter(hardware_class=hw_class).values("stack_id")
-    elsewhere = Q(runs__published=True, runs__score_scale=scale) & ~Q(runs__hardware_class=hw_class)
+    # Counted on the stored lanes (a lane per class with published runs), not on every run.
+    elsewhere = Q(lanes__run_count__gt=0, lanes__score_scale=scale) & ~Q(
+        lanes__hardware_class=hw_class
+    )
     stacks = (
         Stack.objects.filter(best_run__isnull=False)
         .exclude(pk__in=here)
-        .annotate(classes=Count("runs__hardware_class", filter=elsewhere, distinct=True))
+        .annotate(classes=Count("lanes__hardware_class", filter=elsewhere, distinct=True))
         .filter(classes__gt=0)
         .select_related("best_run")
         .defer("best_run__raw_payload")

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from django.core.cache import cache
 from django.db import connection, transaction
@@ -24,6 +24,8 @@ T = TypeVar("T")
 # Bounds staleness from changes that do not invalidate (an admin renaming a stack) and from an
 # invalidation lost while the cache was down.
 TIMEOUT = 120
+# Content-keyed entries stay valid while their fingerprint does: kept a day, not two minutes.
+CONTENT_TIMEOUT = 24 * 3600
 
 
 def _prefix() -> str:
@@ -93,6 +95,26 @@ def invalidate() -> None:
 def cached(name: str, parts: str, compute: Callable[[], T]) -> T:
     """`compute()`'s value for (name, parts) at the current version, from the cache if there."""
     return cached_many({name: (parts, compute)})[name]
+
+
+def cached_by_content(name: str, fingerprint: str, compute: Callable[[], T]) -> T:
+    """`compute()`'s value for as long as `fingerprint` (what it is computed from) is unchanged,
+    whatever the page version: for derived data that costs seconds to build and outlives most
+    publishes (the estimates' calibration), so a page whose cache was flushed does not pay it."""
+    key = f"{_prefix()}:{name}:{hashlib.sha256(fingerprint.encode()).hexdigest()[:32]}"
+    try:
+        found = cache.get(key)
+    except Exception:  # the cache being down must not take the pages down
+        log.warning("leaderboard cache unreachable", exc_info=True)
+        return compute()
+    if found is not None:
+        return cast("T", found)
+    value = compute()
+    try:
+        cache.set(key, value, CONTENT_TIMEOUT)
+    except Exception:
+        log.warning("leaderboard cache unreachable", exc_info=True)
+    return value
 
 
 def cached_many(items: dict[str, tuple[str, Callable[[], T]]]) -> dict[str, T]:

@@ -16,12 +16,20 @@ from django.template.loader import render_to_string
 from core import pagelimits
 
 # The versioned cache, under the names the public views (and the root conftest) use.
-from core.pagecache import bump, cached, cached_many, data_version, invalidate
+from core.pagecache import (
+    bump,
+    cached,
+    cached_by_content,
+    cached_many,
+    data_version,
+    invalidate,
+)
 from leaderboard.context_processors import visitor_theme
 
 __all__ = [
     "bump",
     "cached",
+    "cached_by_content",
     "cached_many",
     "data_version",
     "invalidate",

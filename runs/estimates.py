@@ -347,6 +347,8 @@ class Calibration:
         self.by_family: dict[str, list[tuple[Lane, float]]] = {}
         self.n = 0
         self._memo: dict[tuple[str, ...], Level] = {}
+        # A class's (or family's) shift is the same for every lane estimated on it.
+        self._shifts: dict[tuple[str, str], tuple[int, float]] = {}
         for lane in lanes:
             value = lane.log_efficiency(metric)
             if value is None:
@@ -357,6 +359,20 @@ class Calibration:
                 self.groups.setdefault(key, []).append(value)
             self.by_class.setdefault(lane.class_key, []).append((lane, value))
             self.by_family.setdefault(family_key(lane.model), []).append((lane, value))
+
+    def compiled(self) -> Calibration:
+        """Every group's level and every class's and family's shift worked out now, and the
+        lanes behind them dropped: what the site caches and reads for each estimate (a lane's
+        path that no measured lane shares inherits its parent's level, as before)."""
+        for key in list(self.groups):
+            self._level(key)
+        for class_key, peers in self.by_class.items():
+            self._shifts["class", class_key] = self._shift(peers)
+        for family, peers in self.by_family.items():
+            self._shifts["family", family] = self._shift(peers)
+        self.groups = {(): self.groups.get((), [])}
+        self.by_class, self.by_family = {}, {}
+        return self
 
     def _level(self, key: tuple[str, ...]) -> Level:
         if key not in self._memo:
@@ -380,12 +396,19 @@ class Calibration:
         """How far the measured lanes of the model's family (Qwen3.5 of any size, on any
         machine) sit from their estimates: what an architecture does that its weight bytes do
         not say (a large vocabulary, attention layers that are not all full, convolutions)."""
-        return self._shift(self.by_family.get(family_key(lane.model), []))
+        family = family_key(lane.model)
+        if ("family", family) not in self._shifts:
+            self._shifts["family", family] = self._shift(self.by_family.get(family, []))
+        return self._shifts["family", family]
 
     def class_shift(self, lane: Lane) -> tuple[int, float]:
         """How far the class's other measured lanes sit from their estimates (the machines'
         drivers, cooling, memory clocks, power limits)."""
-        return self._shift(self.by_class.get(lane.class_key, []))
+        if ("class", lane.class_key) not in self._shifts:
+            self._shifts["class", lane.class_key] = self._shift(
+                self.by_class.get(lane.class_key, [])
+            )
+        return self._shifts["class", lane.class_key]
 
     def estimate(self, lane: Lane) -> Estimate | None:
         ceiling = lane.ceiling(self.metric)

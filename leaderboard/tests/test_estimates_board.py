@@ -184,3 +184,23 @@ def test_the_api_gives_the_same_estimates_marked_as_not_measured(client, world):
         assert row["arithmetic"] in html
     assert client.get("/api/v1/estimates?hw=no-such-class").status_code == 404
     assert client.get("/api/v1/estimates").status_code == 404
+
+
+def test_the_calibration_outlives_a_page_version_but_not_a_lane_change(world, monkeypatch):
+    """A cold board (the page cache's version moved) reads the cached calibration; new measured
+    lanes make it calibrate again."""
+    calls: list[int] = []
+    real = estimated._calibrate
+
+    def counted() -> dict:
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(estimated, "_calibrate", counted)
+    first = estimated.calibrations()
+    board_cache.bump()
+    assert estimated.calibrations()["decode"].n == first["decode"].n
+    assert len(calls) == 1
+    on_class("rtx-4090", class_record("rtx-4090", model_id="acme/late-8b", decode=57.0))
+    assert estimated.calibrations()["decode"].n == first["decode"].n + 1
+    assert len(calls) == 2

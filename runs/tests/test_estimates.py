@@ -183,3 +183,24 @@ def test_weights_fit_compares_all_weights_with_memory():
     )
     assert built.fits is False
     assert built.path()[2] == ("gpu", "1", "spills")
+
+
+def test_a_compiled_calibration_estimates_exactly_as_the_full_one():
+    """The site caches Calibration.compiled(): every level and shift worked out, the lanes
+    dropped. Its estimates (seen paths, unseen ones, unseen families and classes) are the same."""
+    lanes = [
+        lane(f"{i}", model=f"fam{i % 3}-{i}b", cls=f"c{i % 4}", engine=("vllm", "llama.cpp")[i % 2],
+             eff=0.2 + 0.03 * i)
+        for i in range(30)
+    ]  # fmt: skip
+    full = estimates.Calibration(lanes, "decode")
+    compiled = estimates.Calibration(lanes, "decode").compiled()
+    assert not compiled.by_class and not compiled.by_family
+    probes = [
+        lane("a", model="fam1-7b", cls="c2", eff=None),
+        lane("b", model="other-3b", cls="c9", engine="mlx", eff=None),
+        lane("c", model="fam0-13b", cls="c0", kind="cpu", eff=None),
+    ]
+    for probe in probes:
+        assert compiled.estimate(probe) == full.estimate(probe)
+        assert compiled.global_estimate(probe) == full.global_estimate(probe)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +99,7 @@ def measured_lanes() -> tuple[list[estimates.Lane], Counter[str]]:
     runs.services keeps them), and why the others were left out.
 
     Read from the stored lanes (one per stack and class: the lane of a scale and version with
-    the most runs), each ceiling from its class's machine (representative_machine) and its
+    the most runs), each ceiling from its class's machine (representative_machines) and its
     stack's model block, as an estimate reads them: a cold board reads no table of runs
     (issue 30), only each stack's best run."""
     catalog = integrity.current_catalog()
@@ -119,11 +120,7 @@ def measured_lanes() -> tuple[list[estimates.Lane], Counter[str]]:
         .annotate(model_block=KeyTransform("model", "raw_payload"))
         .values_list("id", "model_block")
     )
-    machines: dict[int, Hardware] = {}
-    classes = {lane.hardware_class_id for lane in chosen.values()}
-    for found in Hardware.objects.filter(hardware_class_id__in=classes).order_by("id"):
-        if found.hardware_class_id is not None:
-            machines.setdefault(found.hardware_class_id, found)
+    machines = representative_machines({lane.hardware_class_id for lane in chosen.values()})
     lanes: list[estimates.Lane] = []
     skipped: Counter[str] = Counter()
     for (_stack, class_id), lane in chosen.items():
@@ -210,9 +207,19 @@ def measure_command(stack: Stack) -> str:
     return f"benchloop run --url http://127.0.0.1:8080 --model {model} --profile core"
 
 
+def representative_machines(class_ids: Iterable[int | None]) -> dict[int, Hardware]:
+    """Each class's machine (its first): the class's machines share the figures a ceiling
+    reads. One query for any number of classes."""
+    machines: dict[int, Hardware] = {}
+    found = Hardware.objects.filter(hardware_class_id__in=set(class_ids)).order_by("id")
+    for machine in found:
+        if machine.hardware_class_id is not None:
+            machines.setdefault(machine.hardware_class_id, machine)
+    return machines
+
+
 def representative_machine(hw_class: HardwareClass) -> Hardware | None:
-    """A machine of the class: the class's machines share the figures a ceiling reads."""
-    return hw_class.machines.order_by("id").first()
+    return representative_machines([hw_class.pk]).get(hw_class.pk)
 
 
 def estimate(

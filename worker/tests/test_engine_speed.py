@@ -23,6 +23,7 @@ from worker.engine.metrics import request_metrics, speed_metrics_v3, speed_summa
 from worker.engine.providers import ChatRequest, OpenAIProvider
 from worker.engine.suites import RunContext, available_suites
 from worker.engine.suites.prompts import new_nonce, speed_messages
+from worker.engine.suites.speed import decode_only_next
 from worker.engine.transport import Transport
 from worker.rules.reasoning import OutputLimits
 from worker.rules.stats import percentile, summarize, t_cdf, t_ppf, welch_test
@@ -322,6 +323,51 @@ def test_a_quiet_cell_stops_at_the_floor_once_its_target_is_met(provider, machin
     )
     assert meta["trial_rule"] == rule and meta["measures"] == ["decode"]
     assert stopping["note"].startswith("target met after 3 trials: decode ±")
+
+
+@pytest.mark.llm
+def test_past_the_floor_a_cell_short_only_on_decode_sends_its_prompt_again(provider):
+    """The long-prompt cell with prefill inside its target and decode never (a target of
+    -1): its fourth trial is the third's prompt again, which the server takes from its cache, so
+    the trial costs its output alone and keeps no prefill figure."""
+    suite = available_suites()["speed"]
+    ctx = RunContext(
+        provider=provider, trials=5, trial_rule=_rule(ceiling=4, decode=-1.0, prefill=10.0)
+    )
+    suite.prepare(ctx)
+    tasks = suite.effective_tasks(OutputLimits(max_tokens=16))
+    record = suite.run_task(next(t for t in tasks if t["id"] == "speed-p2048-n256"), ctx)
+    meta = record["metadata"]
+    trials = meta["trials"]
+    assert [t.get("prompt_reused", False) for t in trials] == [False, False, False, True]
+    assert len({t["nonce"] for t in trials[:3]}) == 3 and trials[3]["nonce"] == trials[2]["nonce"]
+    fresh, again = trials[2], trials[3]
+    assert fresh["server"]["prompt_n"] > 1500 and fresh["prefill_tps"] > 0
+    assert again["server"]["prompt_n"] < 20, again["server"]
+    assert again["server"]["cache_n"] > 1500
+    assert again["prefill_tps"] is again["ttft_ms"] is again["server_prefill_tps"] is None
+    assert again["speed_metrics"]["prompt_eval_tok_per_sec"] is None
+    assert again["decode_tps"] > 0 and again["completion_tokens"] == 16
+    figures = meta["stopping"]["figures"]
+    assert (figures["prefill_2048"]["n"], figures["decode_2048"]["n"]) == (3, 4)
+    assert meta["summary"]["prefill_tps"]["n"] == 3 and meta["summary"]["decode_tps"]["n"] == 4
+    assert record["tokens_prompt"] == sorted(t["prompt_tokens"] for t in trials[:3])[1]
+
+
+def test_only_a_local_cell_short_on_decode_alone_reuses_its_prompt():
+    def decision(stop=False, **met):
+        figures = {name: {"met": ok} for name, ok in met.items()}
+        return {"stop": stop, "reason": "continue", "trials_run": 3, "figures": figures}
+
+    assert decode_only_next(decision(prefill_2048=True, decode_2048=False), 3, local=True)
+    assert decode_only_next(decision(decode=False), 3, local=True)
+    assert not decode_only_next(decision(prefill_2048=False, decode_2048=False), 3, local=True)
+    assert not decode_only_next(decision(prefill=False), 3, local=True)
+    assert not decode_only_next(decision(prefill_2048=True, decode_2048=True), 3, local=True)
+    assert not decode_only_next(decision(decode=False), 3, local=False)
+    assert not decode_only_next(decision(stop=True, decode=False), 3, local=True)
+    # Before the floor every trial evaluates its own prompt.
+    assert not decode_only_next(decision(decode=False), 4, local=True)
 
 
 def _cpu_hogs() -> list[subprocess.Popen]:

@@ -33,9 +33,28 @@ def calibrate(base: int | None, full: int | None) -> tuple[bool, float, float]:
 
 
 def cell_samples(measures: list[str], trials: list[dict]) -> dict[str, list]:
-    """Each figure a cell measures → its good trials' values (decode_tps or prefill_tps)."""
+    """Each figure a cell measures → its good trials' values (decode_tps or prefill_tps; a
+    trial on a cached prompt has none for prefill)."""
     good = [t for t in trials if t["ok"]]
     return {f: [t[f"{figure_kind(f)}_tps"] for t in good] for f in measures}
+
+
+def decode_only_next(decision: Decision, floor: int, local: bool) -> bool:
+    """Whether the next trial may send the last prompt again, for the server to take from its
+    prompt cache: only decode still misses its target, so the trial's work is the output. A
+    long-prompt cell's extra trial then costs its output tokens, not 2,048 prompt tokens more.
+    Remote (cloud) trials score TTFT, which a cached prompt would flatter: never there."""
+    figures = decision["figures"]
+    if not local or decision["stop"] or decision["trials_run"] < floor:
+        return False
+    kinds = {name: figure_kind(name) for name in figures}
+    return all(f["met"] for name, f in figures.items() if kinds[name] != "decode") and any(
+        not f["met"] for name, f in figures.items() if kinds[name] == "decode"
+    )
+
+
+# A trial on a cached prompt measures decode alone: its prefill-side figures are not kept.
+_PREFILL_SIDE = ("prefill_tps", "ttft_ms", "server_prefill_tps", "prefill_ratio_vs_server")
 
 
 class SpeedSuite(Suite):
@@ -112,9 +131,15 @@ class SpeedSuite(Suite):
         trials: list[dict] = []
         last_output = ""
         decision: Decision | None = None
+        nonce = ""
         for index in range(1, rule["ceiling"] + 1):
             ctx.check_stop()
-            nonce = new_nonce()
+            # Past the floor, with prefill within target, the same prompt again (see
+            # decode_only_next); else a fresh nonce, so the server evaluates the whole prompt.
+            reuse = bool(
+                decision and nonce and decode_only_next(decision, rule["floor"], ctx.scoring_local)
+            )
+            nonce = nonce if reuse else new_nonce()
             request = ChatRequest(
                 messages=speed_messages(
                     nonce, speed["instruction"], n_words, speed.get("passage_offset", 0)
@@ -144,6 +169,15 @@ class SpeedSuite(Suite):
                 trial = self._trial(
                     ctx, response, sent, index, nonce, target, (max_tokens, ignore_eos)
                 )
+                if reuse:
+                    trial["prompt_reused"] = True
+                    trial.update(dict.fromkeys(_PREFILL_SIDE))
+                    trial["speed_metrics"] = {
+                        **trial["speed_metrics"],
+                        "ttft_ms": None,
+                        "prompt_eval_tok_per_sec": None,
+                        "total_latency_ms": None,
+                    }
                 trials.append(trial)
                 last_output = response.content or response.reasoning or last_output
                 ctx.emit(self._completed(task, index, trial))
@@ -208,11 +242,13 @@ class SpeedSuite(Suite):
         decision: Decision | None,
     ) -> TaskRecord:
         good = [t for t in trials if t["ok"]]
+        # The whole request's figures come from the trials that evaluated their prompt.
+        fresh = [t for t in good if not t.get("prompt_reused")]
         failed = [t for t in trials if not t["ok"]]
         decode = median([t["decode_tps"] for t in good], digits=4)
-        ttft = median([t["ttft_ms"] for t in good], digits=4)
-        prefill = median([t["prefill_tps"] for t in good], digits=4)
-        e2e = median([t["e2e_ms"] for t in good], digits=4)
+        ttft = median([t["ttft_ms"] for t in fresh], digits=4)
+        prefill = median([t["prefill_tps"] for t in fresh], digits=4)
+        e2e = median([t["e2e_ms"] for t in fresh], digits=4)
         if decode:
             score = (
                 local_speed_score(decode) if ctx.scoring_local else cloud_speed_score(ttft, decode)
@@ -229,7 +265,7 @@ class SpeedSuite(Suite):
             score=score,
             latency_ms=e2e or 0.0,
             tokens_generated=int(median([t["completion_tokens"] for t in good], digits=4) or 0),
-            tokens_prompt=int(median([t["prompt_tokens"] for t in good], digits=4) or 0),
+            tokens_prompt=int(median([t["prompt_tokens"] for t in fresh], digits=4) or 0),
             error=error,
             output=output[:OUTPUT_LIMIT],
             execution_ok=bool(trials) and not failed,

@@ -8,9 +8,9 @@ unknown bundle major). The rest are new ~30 KB v3 bundles in the shape `benchloo
 sends (the smoke-profile fixture as bundle 1, 39 tasks, 27 speed trials), each with its own
 model, quantization, GPU, time and scores.
 
-Every answer is checked (201 new, 200 retry with the original's run id, 400/422 invalid), and
-afterwards the database must hold exactly one run per valid new upload, each complete (suites,
-tasks, samples, submission, upload attempt), and nothing else.
+Every answer is checked (201 new, 200 retry with the original's run id marked a duplicate,
+400/422 invalid), and afterwards the database must hold exactly one run per valid new upload,
+each complete (suites, tasks, samples, submission, upload attempt), and nothing else.
 
 Usage: .venv/bin/python bench/load_submit.py [--uploads 5000] [--clients 32] [--workers 3]
 """
@@ -191,7 +191,8 @@ def check_answers(plan: list[dict], samples) -> list[str]:
     for item in plan:
         if item["kind"] == "retry":
             body = json.loads(answers[item["index"]].body)
-            if body["id"] != plan[item["original"]].get("run_id") or body["duplicate"]:
+            # A repeat answers 200 with the run first stored, marked a duplicate (issue 32).
+            if body["id"] != plan[item["original"]].get("run_id") or body["duplicate"] is not True:
                 problems.append(f"#{item['index']} retry: answered run {body['id']}")
     return problems[:20]
 

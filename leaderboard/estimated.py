@@ -296,7 +296,9 @@ def for_class(
     machine = representative_machine(hw_class)
     if machine is None or hw_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
         return []
-    here = Run.objects.published().filter(hardware_class=hw_class).values("stack_id")
+    # Measured here: a stored lane on this class with published runs (of any scale), read
+    # from the lanes rather than from every published run on the class.
+    here = StoredLane.objects.filter(hardware_class=hw_class, run_count__gt=0).values("stack_id")
     # Counted on the stored lanes (a lane per class with published runs), not on every run.
     elsewhere = Q(lanes__run_count__gt=0, lanes__score_scale=scale) & ~Q(
         lanes__hardware_class=hw_class

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import Count, F, Q, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce, RowNumber
 
@@ -435,26 +436,29 @@ def lane_places(
 ) -> dict[int, tuple[int, int]]:
     """{class id: (the stack's rank, rows ranked)} on each of these classes' boards, in the
     board's own order (its default sort, the stack's method): what the stack and compare pages
-    say beside a lane's figures. One query for every class of a scale and version."""
+    say beside a lane's figures. One query for every class of a scale and version, ranked by
+    the database."""
     filters = BoardFilters(
         scale=scale, bv=version or UNVERSIONED, method=stack.method, scale_named=True
     )
     # Several classes: lanes() ranks each among itself, exactly as each class's board does.
     scope = Scope(sorted(set(class_ids)), "", single=None)
-    totals: dict[int, int] = {}
-    ranks: dict[int, int] = {}
-    # django-stubs check values_list() against the model's fields and miss the class_rank
-    # that lanes() annotates on a grouped view (as here: several classes).
-    found = lanes(filters, scope, version).values_list(
-        "stack_id",
-        "hardware_class_id",
-        "class_rank",  # type: ignore[misc]
+    ranked = (
+        lanes(filters, scope, version)
+        .annotate(class_total=Window(Count("id"), partition_by=[F("hardware_class_id")]))
+        .order_by()  # the board's order of classes is no concern here: only the ranks
+        .values_list("stack_id", "hardware_class_id", "class_rank", "class_total")
     )
-    for stack_id, class_id, rank in found:
-        totals[class_id] = totals.get(class_id, 0) + 1
-        if stack_id == stack.id:
-            ranks[class_id] = rank
-    return {class_id: (rank, totals[class_id]) for class_id, rank in ranks.items()}
+    sql, params = ranked.query.sql_with_params()
+    # The stack's own lanes, picked after the ranking (a WHERE inside would rank them alone):
+    # the database sends a row a class, not every lane of the classes.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT hardware_class_id, class_rank, class_total "  # noqa: S608 (the ORM's SQL)
+            f"FROM ({sql}) ranked WHERE stack_id = %s",
+            [*params, stack.id],
+        )
+        return {class_id: (rank, total) for class_id, rank, total in cursor.fetchall()}
 
 
 def _lane_rows(ids: list[int], scale: str, ranks: list[int] | None = None) -> list[Row]:

@@ -366,10 +366,10 @@ class Calibration:
         path that no measured lane shares inherits its parent's level, as before)."""
         for key in list(self.groups):
             self._level(key)
-        for class_key, peers in self.by_class.items():
-            self._shifts["class", class_key] = self._shift(peers)
-        for family, peers in self.by_family.items():
-            self._shifts["family", family] = self._shift(peers)
+        for class_key in self.by_class:
+            self._group_shift("class", class_key)
+        for family in self.by_family:
+            self._group_shift("family", family)
         self.groups = {(): self.groups.get((), [])}
         self.by_class, self.by_family = {}, {}
         return self
@@ -396,19 +396,19 @@ class Calibration:
         """How far the measured lanes of the model's family (Qwen3.5 of any size, on any
         machine) sit from their estimates: what an architecture does that its weight bytes do
         not say (a large vocabulary, attention layers that are not all full, convolutions)."""
-        family = family_key(lane.model)
-        if ("family", family) not in self._shifts:
-            self._shifts["family", family] = self._shift(self.by_family.get(family, []))
-        return self._shifts["family", family]
+        return self._group_shift("family", family_key(lane.model))
 
     def class_shift(self, lane: Lane) -> tuple[int, float]:
         """How far the class's other measured lanes sit from their estimates (the machines'
         drivers, cooling, memory clocks, power limits)."""
-        if ("class", lane.class_key) not in self._shifts:
-            self._shifts["class", lane.class_key] = self._shift(
-                self.by_class.get(lane.class_key, [])
-            )
-        return self._shifts["class", lane.class_key]
+        return self._group_shift("class", lane.class_key)
+
+    def _group_shift(self, kind: str, key: str) -> tuple[int, float]:
+        """A class's or a family's shift, worked out once (compiled() keeps them all)."""
+        if (kind, key) not in self._shifts:
+            peers = (self.by_class if kind == "class" else self.by_family).get(key, [])
+            self._shifts[kind, key] = self._shift(peers)
+        return self._shifts[kind, key]
 
     def estimate(self, lane: Lane) -> Estimate | None:
         ceiling = lane.ceiling(self.metric)

@@ -1,10 +1,11 @@
 """Queued streams on a one-slot llama.cpp server (issue 35, Must show 4).
 
-Four streams leave together through the engine's own provider, one connection each; the server
-serves them one after another. llama.cpp sends a stream's headers when its slot starts, so the
-three that waited get their headers late in TTFT. Each per-trial record must keep that wait in
-``ttft_queue_ms``, apart from the prefill window and the client's share, and each prefill must
-match the server's own rate.
+Four streams go through the engine's own provider, one connection each, to a server that serves
+them one after another: one takes the slot and decodes at length, and the three sent together
+once its output begins wait for it. llama.cpp sends a stream's headers when its
+slot starts, so the three get their headers late in TTFT. Each per-trial record must keep that
+wait in ``ttft_queue_ms``, apart from the prefill window and the client's share, and each
+prefill must match the server's own rate.
 """
 
 from __future__ import annotations
@@ -25,18 +26,21 @@ from worker.engine.transport import Transport
 pytestmark = pytest.mark.llm
 
 STREAMS = 4
-# About 400 prompt tokens: a few hundred ms of prompt on this machine when it is quiet, so 3%
-# is several ms, above the clocks' resolution. Each wait holds the stream before it, prompt and
-# decoding, so it outlasts the stream's own prompt by that decoding: 96 tokens keep the margin
-# when the other test worker's load slows one prompt more than the one before (24 did not: a
-# wait of 2.8 s against a prompt of 3.6 s in one whole-suite run).
-WORDS, N_OUT = 300, 96
+# About 400 prompt tokens: 0.3-3.5 s of prompt on the machines this has run on, so 3% is
+# several ms at least, above the clocks' resolution.
+WORDS = 300
+# A wait tells itself from setup only when it outlasts the stream's own prompt, so every waited
+# stream waits through the first one's decoding: 512 tokens, 10-11 s against prompts of 3.1-3.6 s
+# on a machine where the prompt was slow. Four streams sent together, each decoding 96, did not
+# always: in stop 41's CI the other worker's load made a waited stream's prompt 3.98 s against a
+# 3.97 s wait.
+HOLD_OUT, N_OUT = 512, 8
 INSTRUCTION = "From the notes above, name one detail."
 
 
 @pytest.fixture(scope="module")
 def queued(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """One round of four simultaneous streams on a server with one slot: their metrics."""
+    """A stream holding a one-slot server's slot and three queued behind it: their metrics."""
     handle = start_server(parallel=1, log_dir=tmp_path_factory.mktemp("one-slot"))
     providers = [
         OpenAIProvider(
@@ -48,17 +52,31 @@ def queued(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         # Each connection once, outside the clock (the sweep's warm-up round does the same).
         for provider in providers:
             provider.chat_stream(_request(words=20, max_tokens=2))
-        barrier = threading.Barrier(STREAMS, timeout=60)
+        # The three wait on open connections (warmed while the server is idle) until the first
+        # stream's output begins: its slot is theirs only after its decoding.
+        warmed = threading.Barrier(STREAMS, timeout=60)
+        decoding = threading.Event()
 
         def one(index: int) -> dict[str, Any]:
-            request = _request(words=WORDS, max_tokens=N_OUT)
+            request = _request(words=WORDS, max_tokens=HOLD_OUT if index == 0 else N_OUT)
             providers[index].ready()
-            barrier.wait()
+            if index:
+                warmed.wait()
+                if not decoding.wait(timeout=300):
+                    raise AssertionError("the first stream never began its output")
+            on_chunk = (lambda *_: decoding.set()) if index == 0 else None
             sent = time.perf_counter()
-            return {"sent": sent, **request_metrics(providers[index].chat_stream(request))}
+            try:
+                response = providers[index].chat_stream(request, on_chunk)
+            finally:
+                decoding.set()  # a first stream that failed lets the others go and fail too
+            return {"sent": sent, **request_metrics(response)}
 
         with ThreadPoolExecutor(max_workers=STREAMS) as pool:
-            out = [f.result() for f in [pool.submit(one, i) for i in range(STREAMS)]]
+            waiting = [pool.submit(one, i) for i in (1, 2, 3)]
+            warmed.wait()
+            holder = pool.submit(one, 0)
+            out = [holder.result()] + [f.result() for f in waiting]
         for m in _in_service_order(out):  # shown with -s, and kept in a failure's report
             print(
                 f"queue {m['ttft_queue_ms']} setup {m['ttft_server_setup_ms']} prompt "
@@ -99,16 +117,28 @@ def test_three_streams_waited_for_the_slot_and_their_records_say_so(queued) -> N
     assert first["ttft_queue_ms"] == 0.0
     assert 0 <= first["ttft_server_setup_ms"] < 200
     assert not first["ttft_split_source"].endswith("(queued for a slot)")
-    served = first["server"]["prompt_ms"] + first["server"]["predicted_ms"]
+    assert first["completion_tokens"] == HOLD_OUT
+    slot_free = _slot_start(first) + _served_ms(first)
     for m in waited:
         # The case the old rule missed: headers in the second half of TTFT.
         assert m["timings"]["headers_ms"] > 0.5 * m["ttft_ms"]
         assert m["ttft_split_source"].endswith("(queued for a slot)")
         assert m["ttft_server_setup_ms"] is None
-        # Each waited for the server's own time on the streams served before it: their prompts
-        # and their decoding (the slot's hand-over adds a little on top; loaded machine).
-        assert 0.97 * served - 20 <= m["ttft_queue_ms"] <= 1.25 * served + 300, m
-        served += m["server"]["prompt_ms"] + m["server"]["predicted_ms"]
+        # Each waited from its write until the streams served before it were done: the first
+        # from its slot's start, the rest by the server's own time on them, prompts and decoding
+        # (each slot's hand-over adds a little on top; loaded machine).
+        wait = slot_free - (m["sent"] * 1000 + m["timings"]["written_ms"])
+        assert 0.97 * wait - 20 <= m["ttft_queue_ms"] <= 1.25 * wait + 300, m
+        slot_free += _served_ms(m)
+
+
+def _slot_start(m: dict[str, Any]) -> float:
+    """When the stream's slot started (its response headers), in ms on the test's clock."""
+    return m["sent"] * 1000 + m["timings"]["headers_ms"]
+
+
+def _served_ms(m: dict[str, Any]) -> float:
+    return m["server"]["prompt_ms"] + m["server"]["predicted_ms"]
 
 
 def test_wait_prompt_and_client_add_up_to_ttft_and_the_client_s_share_stays_small(queued) -> None:

@@ -101,6 +101,47 @@ _SOURCED: list[tuple[str, float | None, float, float | None, str]] = [
         "huggingface.co/mistralai/Devstral-Small-2-24B-Instruct-2512 (24B dense)",
     ),
     (r"granite-?4\.0-micro", None, 3.0, None, "huggingface.co/ibm-granite/granite-4.0-micro (3B)"),
+    (
+        r"grm-2\.6-plus(?:-0628)?(?=$|[-_.: ])",
+        None,
+        27.0,
+        None,
+        "huggingface.co/OrionLLM/GRM-2.6-Plus-0628 (a 27B-parameter update of GRM-2.6-Plus, whose "
+        "card names its base Qwen/Qwen3.6-27B)",
+    ),
+    (
+        r"grm-3\.2-cliff",
+        None,
+        9.0,
+        None,
+        "OrionLLM's GRM-3.2 release, huggingface.co/posts/DedeProGames/188359202128762 (Cliff: a "
+        "9B-parameter model)",
+    ),
+    (
+        r"minicpm-v-?4\.6(?![\d])",
+        None,
+        0.8,
+        None,
+        "MiniCPM-V 4.6 is 1.3B with its SigLIP2-400M vision tower on the Qwen3.5-0.8B LLM "
+        "(inference.readthedocs.io/en/latest/models/builtin/llm/minicpm-v-4.6.html); its GGUF is "
+        "that LLM, the vision tower a separate mmproj file (OpenSQZ/MiniCPM-V-CookBook, llama.cpp)",
+    ),
+    (
+        r"muse-glimmer",
+        None,
+        29.6,
+        None,
+        "vercel.com/ai-gateway/models/muse-glimmer-30b (Meta's Muse Glimmer 30B: dense, about "
+        "29.6B parameters with its vision encoder)",
+    ),
+    (
+        r"muse-glimmer",
+        30,
+        29.6,
+        None,
+        "vercel.com/ai-gateway/models/muse-glimmer-30b (Meta's Muse Glimmer 30B: dense, about "
+        "29.6B parameters with its vision encoder)",
+    ),
     # Gemma 4 E-models: the card's effective size is what a token reads.
     (
         r"gemma-?4.*[-_:]e2b(?=$|[-_.: ])",
@@ -181,6 +222,92 @@ _SOURCED: list[tuple[str, float | None, float, float | None, str]] = [
         196.0,
         11.0,
         "huggingface.co/stepfun-ai/Step-3.7-Flash (196B language backbone, 11B active)",
+    ),
+    (
+        r"laguna-xs(?:-2\.1|\.2)(?![\d])",
+        None,
+        33.0,
+        3.0,
+        "docs.sglang.io/cookbook/autoregressive/Poolside/Laguna-XS-2.1 (a 33B MoE, 3B active); "
+        "huggingface.co/poolside/Laguna-XS.2 (33B total, 3B activated)",
+    ),
+    (
+        r"laguna-s-2\.1(?![\d])",
+        None,
+        118.0,
+        8.0,
+        "docs.sglang.io/cookbook/autoregressive/Poolside/Laguna-S-2.1 (a 118B MoE, 8B active); "
+        "NVIDIA NeMo AutoModel's Laguna page (118B total, ~8B activated)",
+    ),
+    (
+        r"north-mini-code-1\.0(?![\d])",
+        None,
+        30.0,
+        3.0,
+        "docs.cohere.com/v2/docs/north-mini-code-1.0 (30B total / 3B active MoE)",
+    ),
+    (
+        r"(?:^|/)lfm2$",
+        None,
+        23.8,
+        2.0,
+        "ollama.com/library/lfm2:latest (LFM2-24B-A2B, lfm2moe 23.8B; 2B active per token)",
+    ),
+    (
+        r"(?:^|/)lfm2:24b(?:-a2b)?(?=$|-)",
+        24,
+        23.8,
+        2.0,
+        "ollama.com/library/lfm2:24b (LFM2-24B-A2B, lfm2moe 23.8B; 2B active per token)",
+    ),
+    (
+        r"kat-coder-v2\.5-dev",
+        None,
+        35.0,
+        3.0,
+        "Kwaipilot's open KAT-Coder-V2.5-Dev, post-trained from Qwen3.6-35B-A3B (35B total / 3B "
+        "active: huggingface.co/remixie/KAT-Coder-V2.5-Dev-FTW, "
+        "huggingface.co/sahilchachra/KAT-Coder-V2.5-Dev-W4A16)",
+    ),
+    (
+        r"(?:^|[_/])t-search(?=$|[-_.: ])",
+        None,
+        35.0,
+        3.0,
+        "t-tech/T-Search, built on Qwen3.6-35B-A3B (featherless.ai/models/t-tech/T-Search: 35.1B): "
+        "Qwen3.6-35B-A3B's 3B active",
+    ),
+    (
+        r"qwable-v1(?![\d.])",
+        None,
+        35.0,
+        3.0,
+        "huggingface.co/lordx64/Qwable-v1 (a distill of Qwen3.6-35B-A3B: 35B total / 3B active)",
+    ),
+    (
+        r"nex-n2-mini",
+        None,
+        35.0,
+        3.0,
+        "nex-agi/Nex-N2-mini, a Qwen3.5-35B-A3B MoE fine-tune (huggingface.co/r0b0tlab/"
+        "nex-n2-mini-nvfp4, LibertAIDAI/Nex-N2-mini-NVFP4-GGUF: 35B total, ~3B active)",
+    ),
+    (
+        r"darwin-35b-a3b-opus",
+        35,
+        35.0,
+        3.0,
+        "huggingface.co/FINAL-Bench/Darwin-35B-A3B-Opus (a merge on Qwen3.5-35B-A3B: 35B MoE, 3B "
+        "active)",
+    ),
+    (
+        r"tini-cybersec-8b-a1b",
+        8,
+        8.3,
+        1.5,
+        "Tini-Cybersec-8B-A1B's card (huggingface.co/spinochenza/Tini-Cybersec-8B-A1B; iselabvn's "
+        "repo is lfm2_moe): a fine-tune of LiquidAI/LFM2.5-8B-A1B, whose release gives 8.3B total, "
+        "1.5B active (as reported by zubnet.ai, techsparking.com)",
     ),
     (
         r"jamba-?2-mini",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs import normalize, roofline
+from runs import model_sizes, normalize, roofline
 from runs.accelerators import catalog
 
 
@@ -172,6 +172,57 @@ def test_the_registry_sizes_models_their_names_do_not(model_id, total, active, s
     assert isinstance(found, roofline.Ceilings)
     assert (found.weights.total_b, found.weights.active_b) == (total, active)
     assert source in found.weights.note and "model registry" in found.weights.note
+
+
+@pytest.mark.parametrize(
+    ("model_id", "total", "active", "source"),
+    [
+        # The real community data's models whose names state no size (or only claim an MoE),
+        # as the data writes them: GGUF files with org_ prefixes, Ollama tags.
+        ("Laguna-XS-2.1-Q4_K_M.gguf", 33.0, 3.0, "Laguna-XS-2.1"),
+        ("laguna-xs-2.1:mxfp8", 33.0, 3.0, "Laguna-XS-2.1"),
+        ("laguna-xs-2.1:nvfp4", 33.0, 3.0, "Laguna-XS-2.1"),
+        ("Laguna-S-2.1-Q4_K_M.gguf", 118.0, 8.0, "Laguna-S-2.1"),
+        ("North-Mini-Code-1.0-Q4_K_M.gguf", 30.0, 3.0, "north-mini-code-1.0"),
+        ("north-mini-code-1.0:mlx-mxfp8", 30.0, 3.0, "north-mini-code-1.0"),
+        ("north-mini-code-1.0:mlx-nvfp4", 30.0, 3.0, "north-mini-code-1.0"),
+        ("OrionLLM_GRM-2.6-Plus-0628-Q4_K_M.gguf", 27.0, 27.0, "OrionLLM/GRM-2.6-Plus-0628"),
+        ("OrionLLM_GRM-3.2-Cliff-Q4_K_M.gguf", 9.0, 9.0, "GRM-3.2"),
+        ("MiniCPM-V-4.6-Q4_K_M.gguf", 0.8, 0.8, "Qwen3.5-0.8B"),
+        ("lfm2:latest", 23.8, 2.0, "ollama.com/library/lfm2"),
+        ("lfm2:24b", 23.8, 2.0, "ollama.com/library/lfm2"),
+        ("Kwaipilot_KAT-Coder-V2.5-Dev-Q4_K_M.gguf", 35.0, 3.0, "KAT-Coder-V2.5-Dev"),
+        ("t-tech_T-Search-Q4_K_M.gguf", 35.0, 3.0, "t-tech/T-Search"),
+        ("lordx64_Qwable-v1-Q4_K_M.gguf", 35.0, 3.0, "lordx64/Qwable-v1"),
+        ("nex-agi_Nex-N2-mini-Q4_K_M.gguf", 35.0, 3.0, "Nex-N2-mini"),
+        ("muse-glimmer", 29.6, 29.6, "muse-glimmer-30b"),
+        ("Muse-Glimmer-30B-Q4_K_M.gguf", 29.6, 29.6, "muse-glimmer-30b"),
+        # Fine-tunes whose names only claim an MoE: their cards name the base.
+        ("FINAL-Bench_Darwin-35B-A3B-Opus-Q4_K_M.gguf", 35.0, 3.0, "Darwin-35B-A3B-Opus"),
+        ("iselabvn_Tini-Cybersec-8B-A1B-Q4_K_M.gguf", 8.3, 1.5, "LFM2.5-8B-A1B"),
+    ],
+)
+def test_the_registry_sizes_the_real_data_s_unsized_models(model_id, total, active, source) -> None:
+    found = _ceilings(model_id=model_id, params_b=normalize.parse_model(model_id)["params_b"])
+    assert isinstance(found, roofline.Ceilings)
+    assert (found.weights.total_b, found.weights.active_b) == (total, active)
+    assert source in found.weights.note and "model registry" in found.weights.note
+
+
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        # Near names the new entries must leave alone.
+        "nex-agi/Nex-N2.5-mini",
+        "Mia-AiLab/Qwable-3.6-27b",
+        "lfm2:8b",
+        "LFM2.5-1.2B-Thinking-Q4_K_M.gguf",
+        "laguna-m.1",
+        "openbmb/minicpm-v4.7:35b-a3b",
+    ],
+)
+def test_the_new_registry_entries_leave_near_names_alone(model_id) -> None:
+    assert model_sizes.known_model(model_id) is None
 
 
 def test_an_unknown_name_s_active_suffix_still_raises_no_ceiling() -> None:

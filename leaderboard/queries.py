@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -142,15 +143,47 @@ def default_class(scale: str) -> HardwareClass | None:
 
 def _default_class_runs(scale: str) -> tuple[HardwareClass, int] | None:
     def compute() -> tuple[HardwareClass, int] | None:
-        found = (
-            HardwareClass.objects.filter(lanes__score_scale=scale, lanes__run_count__gt=0)
-            .annotate(lane_runs=Sum("lanes__run_count"))
-            .order_by("-lane_runs", "id")
-            .first()
-        )
-        return (found, found.lane_runs) if found else None
+        busiest = next(iter(_class_runs(scale).most_common(1)), None)
+        if busiest is None:
+            return None
+        return HardwareClass.objects.get(pk=busiest[0]), busiest[1]
 
     return board_cache.cached("default-class", scale, compute)
+
+
+def _class_runs(scale: str | None = None) -> Counter[int]:
+    """Published runs per hardware class over its lanes (of one scale, or all), most first and
+    the lower id first among equals."""
+    by_scale = _class_runs_by_scale()
+    if scale is not None:
+        return by_scale.get(scale, Counter())
+    total: Counter[int] = Counter()
+    for runs in by_scale.values():
+        total.update(runs)
+    return Counter(dict(sorted(total.items(), key=lambda item: (-item[1], item[0]))))
+
+
+def _class_runs_by_scale() -> dict[str, Counter[int]]:
+    """{scale: published runs per class}, one pass over the lanes a page version (the two
+    scales' default classes and the hardware menu each summed every lane before), from the
+    lanes alone: a join to the classes made the GROUP BY carry their columns."""
+
+    def compute() -> dict[str, Counter[int]]:
+        sums = (
+            Lane.objects.filter(run_count__gt=0, hardware_class__isnull=False)
+            .values_list("score_scale", "hardware_class_id")
+            .annotate(n=Sum("run_count"))
+            .order_by()
+        )
+        found: dict[str, list[tuple[int, int]]] = {}
+        for scale, class_id, runs in sums:
+            found.setdefault(scale, []).append((class_id, runs))
+        return {
+            scale: Counter(dict(sorted(rows, key=lambda row: (-row[1], row[0]))))
+            for scale, rows in found.items()
+        }
+
+    return board_cache.cached("class-runs", "", compute)
 
 
 def default_scale() -> str:
@@ -681,9 +714,8 @@ def _lane_suites(
 def hardware_choices() -> list[HardwareChoice]:
     """Hardware classes with published lanes: most runs first per kind (the API's order; the
     "your hardware" menu groups and orders them by name, leaderboard.hardware_menu)."""
-    classes = HardwareClass.objects.filter(lanes__run_count__gt=0).annotate(
-        lane_runs=Sum("lanes__run_count")
-    )
+    runs = _class_runs()
+    classes = HardwareClass.objects.filter(pk__in=list(runs))
     choices: list[HardwareChoice] = [
         {
             "id": c.id,
@@ -694,7 +726,7 @@ def hardware_choices() -> list[HardwareChoice]:
             "chip": c.chip,
             "count": c.count,
             "memory_gb": c.memory_gb,
-            "runs": c.lane_runs,
+            "runs": runs[c.id],
         }
         for c in classes
     ]

@@ -312,27 +312,26 @@ def for_class(
     calibrated = calibrations()
     shown: list[Estimated] = []
     seen = set()
-    for start in range(0, len(ids), _BATCH):
-        batch = dict(ids[start : start + _BATCH])
-        for stack in _candidates(list(batch)):
-            key = _same_stack_shown(stack)
-            if key in seen:
-                continue
-            found = estimate(
-                stack,
-                hw_class,
-                machine=machine,
-                catalog=catalog,
-                measured_on=batch[stack.pk],
-                calibrated=calibrated,
-                payload=bundle_model(stack.model_block),
-            )
-            if found is None:
-                continue
-            seen.add(key)
-            shown.append(found)
-            if len(shown) == SHOWN:
-                return shown
+    classes = dict(ids)
+    for stack, block in _candidates(list(classes)):
+        key = _same_stack_shown(stack)
+        if key in seen:
+            continue
+        found = estimate(
+            stack,
+            hw_class,
+            machine=machine,
+            catalog=catalog,
+            measured_on=classes[stack.pk],
+            calibrated=calibrated,
+            payload=bundle_model(block),
+        )
+        if found is None:
+            continue
+        seen.add(key)
+        shown.append(found)
+        if len(shown) == SHOWN:
+            break
     return shown
 
 
@@ -368,11 +367,7 @@ def _candidate_ids(
     return [(pk, classes.get(pk, 0)) for pk in order]
 
 
-# Candidates read at a time: most boards show their SHOWN from the first few dozen.
-_BATCH = 30
-
-
-def _candidates(ids: list[int]) -> list[Stack]:
+def _candidates(ids: list[int]) -> list[tuple[Stack, object]]:
     """These stacks in this order, each with its best run and that run's model block (without
     the rest of its bundle)."""
     found = (
@@ -382,7 +377,7 @@ def _candidates(ids: list[int]) -> list[Stack]:
         .annotate(model_block=KeyTransform("model", "best_run__raw_payload"))
         .in_bulk()
     )
-    return [found[pk] for pk in ids if pk in found]
+    return [(found[pk], found[pk].model_block) for pk in ids if pk in found]
 
 
 def for_stack_page(stack: Stack, hw: str, measured: list[HardwareClass]) -> dict[str, Any] | None:

@@ -465,7 +465,7 @@ class HardwareClassListView(APIView):
         )
     )
     def get(self, request: Request) -> Response:
-        from leaderboard.queries import cached_hardware_choices
+        from leaderboard.menus import cached_hardware_choices
 
         choices = cached_hardware_choices()
         keep = ("slug", "label", "kind", "memory_gb", "runs")

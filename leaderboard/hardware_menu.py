@@ -84,7 +84,7 @@ def size_choices(
 
 
 def hardware_menu(choices: list[HardwareChoice]) -> Menu:
-    """The menu for these classes (leaderboard.queries.hardware_choices)."""
+    """The menu for these classes (leaderboard.menus.hardware_choices)."""
     by_group: dict[str, list[HardwareChoice]] = {}
     for choice in choices:
         group = class_group(choice)

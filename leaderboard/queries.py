@@ -1,4 +1,4 @@
-"""Read queries behind the public board: the hardware a view is about, its lanes, facets, feeds.
+"""Read queries behind the public board: the hardware a view is about, its lanes, feeds.
 
 Ranked rows are lanes: one stack on one hardware class, on one score scale and benchmark
 version. Speed, and every score that includes speed, is read only from a lane on one class;
@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
 from django.db.models import Count, F, Q, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce, RowNumber
 
@@ -24,10 +23,10 @@ from leaderboard import cache as board_cache
 from leaderboard import filters as board_filters
 from leaderboard import rows as board_rows
 from leaderboard import suite_columns
-from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, UNVERSIONED, BoardFilters, sort_spec
+from leaderboard.filters import CLASS_NARROWING, PAGE_SIZE, BoardFilters, sort_spec
 from leaderboard.rows import Figure, Row
 from leaderboard.suite_columns import SuiteFigures
-from runs import matrix, methods, normalize
+from runs import methods, normalize
 from runs.methods import DEFAULT_METHOD
 from runs.models import (
     HardwareClass,
@@ -53,8 +52,6 @@ NARROW = (
     "stack__quantization",
     "stack__engine",
 )
-KIND_ORDER = [HardwareKind.GPU, HardwareKind.APPLE, HardwareKind.CPU, HardwareKind.REMOTE]
-
 # One class of hardware_choices: id, slug, label, kind, vendor, chip, count, memory_gb and
 # runs. A plain dict: the views and the API read it as one, key by key.
 HardwareChoice = dict[str, Any]
@@ -143,7 +140,7 @@ def default_class(scale: str) -> HardwareClass | None:
 
 def _default_class_runs(scale: str) -> tuple[HardwareClass, int] | None:
     def compute() -> tuple[HardwareClass, int] | None:
-        busiest = next(iter(_class_runs(scale).most_common(1)), None)
+        busiest = next(iter(class_runs(scale).most_common(1)), None)
         if busiest is None:
             return None
         return HardwareClass.objects.get(pk=busiest[0]), busiest[1]
@@ -153,10 +150,10 @@ def _default_class_runs(scale: str) -> tuple[HardwareClass, int] | None:
 
 def _busiest_runs(scale: str) -> int:
     """The runs on the busiest class of this scale (0: none)."""
-    return next(iter(_class_runs(scale).values()), 0)
+    return next(iter(class_runs(scale).values()), 0)
 
 
-def _class_runs(scale: str | None = None) -> Counter[int]:
+def class_runs(scale: str | None = None) -> Counter[int]:
     """Published runs per hardware class over its lanes (of one scale, or all), most first and
     the lower id first among equals."""
     by_scale = _class_runs_by_scale()
@@ -481,51 +478,6 @@ def lane_order(filters: BoardFilters) -> list[tuple[Any, bool]]:
     return order
 
 
-def lane_places(
-    stack: Stack, class_ids: list[int], scale: str, version: str
-) -> dict[int, tuple[int, int]]:
-    """{class id: (the stack's rank, rows ranked)} on each of these classes' boards, in the
-    board's own order (its default sort, the stack's method): what the stack and compare pages
-    say beside a lane's figures. One query for every class of a scale and version, ranked by
-    the database."""
-    filters = BoardFilters(
-        scale=scale, bv=version or UNVERSIONED, method=stack.method, scale_named=True
-    )
-    scope = Scope(sorted(set(class_ids)), "", single=None)
-    order = lane_order(filters)
-    keys = {f"order_{i}": expression for i, (expression, _desc) in enumerate(order)}
-    view = lanes(filters, scope, version).annotate(**keys).order_by()
-    sql, params = view.values_list("stack_id", "hardware_class_id", *keys).query.sql_with_params()
-    # The stack's place on a class is one more than the lanes there ahead of its own in the
-    # board's order, counted against its lane (a join, no sort): a window ranking every lane of
-    # its classes sorted them all (0.1-0.2 s for a stack on 22 classes at 1,000,000 runs).
-    columns = ", ".join(f"k{i}" for i in range(len(order)))
-    ahead = " OR ".join(
-        "(" + " AND ".join([*(_same(i) for i in range(n)), _before(n, descending)]) + ")"
-        for n, (_expression, descending) in enumerate(order)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH view_lanes (c0, c1, {columns}) AS ({sql}) "  # noqa: S608 (the ORM's SQL)
-            f"SELECT m.c1, COUNT(*) FILTER (WHERE {ahead}), COUNT(*) "
-            "FROM view_lanes m JOIN view_lanes o ON o.c1 = m.c1 WHERE m.c0 = %s GROUP BY m.c1",
-            [*params, stack.id],
-        )
-        return {class_id: (ahead_n + 1, total) for class_id, ahead_n, total in cursor.fetchall()}
-
-
-def _same(i: int) -> str:
-    """Lane o and lane m equal on order key i (nulls equal)."""
-    return f"(o.k{i} = m.k{i} OR (o.k{i} IS NULL AND m.k{i} IS NULL))"
-
-
-def _before(i: int, descending: bool) -> str:
-    """Lane o before lane m on order key i, nulls last."""
-    return (
-        f"(o.k{i} {'>' if descending else '<'} m.k{i} OR (o.k{i} IS NOT NULL AND m.k{i} IS NULL))"
-    )
-
-
 def _lane_rows(ids: list[int], scale: str, ranks: list[int] | None = None) -> list[Row]:
     by_id = Lane.objects.select_related("stack", "hardware_class", "best_run").in_bulk(ids)
     rows = []
@@ -740,91 +692,7 @@ def _lane_suites(
     return rows
 
 
-# --- menus, feeds and other lists -----------------------------------------------------------
-
-
-def hardware_choices() -> list[HardwareChoice]:
-    """Hardware classes with published lanes: most runs first per kind (the API's order; the
-    "your hardware" menu groups and orders them by name, leaderboard.hardware_menu)."""
-    runs = _class_runs()
-    classes = HardwareClass.objects.filter(pk__in=list(runs))
-    choices: list[HardwareChoice] = [
-        {
-            "id": c.id,
-            "slug": c.slug,
-            "label": c.label,
-            "kind": c.kind,
-            "vendor": c.vendor,
-            "chip": c.chip,
-            "count": c.count,
-            "memory_gb": c.memory_gb,
-            "runs": runs[c.id],
-        }
-        for c in classes
-    ]
-    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
-    return sorted(choices, key=lambda c: (order.get(c["kind"], 9), -c["runs"], c["label"]))
-
-
-class Facets(TypedDict):
-    """The filter menus' values (facets)."""
-
-    engines: list[str]
-    quants: list[str]
-    families: list[str]
-    harnesses: list[str]
-    harness_groups: list[tuple[str, list[str]]]
-    hardware: list[HardwareChoice]
-
-
-def facets() -> Facets:
-    """Values offered by the filter menus: only what appears on published stacks."""
-    stack_rows = (
-        Stack.objects.filter(published_run_count__gt=0)
-        .values_list("engine", "quantization", "model_family", "harness")
-        .distinct()
-    )
-    engines: set[str] = set()
-    quants: set[str] = set()
-    families: set[str] = set()
-    harnesses: set[str] = set()
-    for engine, quant, family, harness in stack_rows:
-        engines.add(engine)
-        quants.add(quant)
-        families.add(family)
-        harnesses.add(harness)
-    return {
-        "engines": sorted(e for e in engines if e),
-        "quants": sorted(q for q in quants if q),
-        "families": sorted(f for f in families if f),
-        "harnesses": sorted((h for h in harnesses if h), key=matrix.harness_order),
-        "harness_groups": harness_groups(harnesses),
-        "hardware": cached_hardware_choices(),
-    }
-
-
-HARNESS_GROUPS = (
-    ("baseline", "Baseline"),
-    ("format", "Prompt formats (the engine's loop)"),
-    ("program", "Agent programs"),
-    ("other", "Other"),
-)
-
-
-def harness_groups(names: Iterable[str]) -> list[tuple[str, list[str]]]:
-    """The harnesses on offer as (group label, names): the baseline, the prompt formats and
-    the real agent programs apart, so a format is never read as a program (empty groups
-    left out)."""
-    found = sorted({n for n in names if n}, key=matrix.harness_order)
-    groups = [
-        (label, [n for n in found if matrix.harness_kind(n) == kind])
-        for kind, label in HARNESS_GROUPS
-    ]
-    return [(label, members) for label, members in groups if members]
-
-
-def cached_hardware_choices() -> list[HardwareChoice]:
-    return board_cache.cached("hardware-choices", "", hardware_choices)
+# --- feeds and other lists ------------------------------------------------------------------
 
 
 def restrict_runs(runs: RunQuerySet, filters: BoardFilters) -> RunQuerySet:

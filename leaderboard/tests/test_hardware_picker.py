@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from leaderboard.hardware_menu import hardware_menu, name_key
-from leaderboard.queries import hardware_choices
+from leaderboard.menus import hardware_choices
 from leaderboard.tests.factories import add_runs, record
 
 pytestmark = pytest.mark.django_db

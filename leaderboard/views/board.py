@@ -25,7 +25,7 @@ from django_htmx.middleware import HtmxDetails
 from core.conditional import revalidated
 from core.feeds import XmlSafeAtomFeed
 from leaderboard import cache as board_cache
-from leaderboard import charts, estimated, exports, matrix, queries
+from leaderboard import charts, estimated, exports, matrix, menus, queries
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
 from leaderboard.hardware_menu import hardware_menu
@@ -101,7 +101,7 @@ def _landing_context(request: HttpRequest) -> dict[str, Any]:
     # Speeds only on one class (the most common one); across hardware, quality alone.
     top = queries.board(BoardFilters(), scatter_limit=0)
     top_quality = queries.board(BoardFilters(hw=board_filters.ALL_HARDWARE), scatter_limit=0)
-    choices = queries.cached_hardware_choices()
+    choices = menus.cached_hardware_choices()
     return {
         "sources": queries.runs_by_method(),
         "top_board": top,
@@ -196,7 +196,7 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
-    facets = board_cache.cached("facets", "", queries.facets)
+    facets = board_cache.cached("facets", "", menus.facets)
     default = None if filters.picks_hardware else queries.default_class(filters.scale)
     choice, hidden = hw_choice(filters)
     menu = hardware_menu(facets["hardware"])

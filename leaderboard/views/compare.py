@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from leaderboard import charts, queries, stats, summaries
+from leaderboard import charts, places, stats, summaries
 from leaderboard.summaries import ShownLane, StackEvidence
 from leaderboard.views.pages import filtered_runs, stack_filters
 from runs.figures import Interval
@@ -210,8 +210,8 @@ def comparison(
             # The board ranks every run's lane: its place is the page's only when no filter
             # drops runs.
             class_id = side.lane.figures.hardware_class_id
-            places = queries.lane_places(side.stack, [class_id], *chosen[1:])
-            side.lane.place = places.get(class_id)
+            found = places.lane_places(side.stack, [class_id], *chosen[1:])
+            side.lane.place = found.get(class_id)
     return Comparison(
         sides=sides,
         chosen=chosen,

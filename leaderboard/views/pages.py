@@ -17,7 +17,7 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from leaderboard import cache as board_cache
-from leaderboard import charts, estimated, matrix, queries, summaries, sweeps
+from leaderboard import charts, estimated, matrix, places, queries, summaries, sweeps
 from leaderboard.filters import DAYS_CHOICES, PROFILE_CHOICES, SCALES, BoardFilters
 from leaderboard.queued import LateSlotStart, late_starts_by_index
 from leaderboard.resources import reasoning_view, resources_view
@@ -186,9 +186,9 @@ def _stack_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
         # The board ranks every run's lane: its place is the page's only when no filter drops runs.
         for shown in proof.scopes:
             ids = [lane.figures.hardware_class_id for lane in shown.lanes]
-            places = queries.lane_places(stack, ids, *shown.key) if ids else {}
+            found = places.lane_places(stack, ids, *shown.key) if ids else {}
             for lane in shown.lanes:
-                lane.place = places.get(lane.figures.hardware_class_id)
+                lane.place = found.get(lane.figures.hardware_class_id)
     harness_matrix = matrix.for_stack(stack, hw or (focus.slug if focus else ""))
     recipe_run = None
     if focus and focus.best:

@@ -140,7 +140,7 @@ def default_class(scale: str) -> HardwareClass | None:
 
 def _default_class_runs(scale: str) -> tuple[HardwareClass, int] | None:
     def compute() -> tuple[HardwareClass, int] | None:
-        busiest = next(iter(class_runs(scale).most_common(1)), None)
+        busiest = _busiest(scale)
         if busiest is None:
             return None
         return HardwareClass.objects.get(pk=busiest[0]), busiest[1]
@@ -148,9 +148,9 @@ def _default_class_runs(scale: str) -> tuple[HardwareClass, int] | None:
     return board_cache.cached("default-class", scale, compute)
 
 
-def _busiest_runs(scale: str) -> int:
-    """The runs on the busiest class of this scale (0: none)."""
-    return next(iter(class_runs(scale).values()), 0)
+def _busiest(scale: str) -> tuple[int, int] | None:
+    """(class id, runs) of the busiest class of this scale (class_runs' first), or None."""
+    return next(iter(class_runs(scale).items()), None)
 
 
 def class_runs(scale: str | None = None) -> Counter[int]:
@@ -194,9 +194,9 @@ def default_scale() -> str:
     neither has any. Real data arrives mostly as speeds alone, and a site opening on one v3 row
     would hide it."""
     current = (ScoreScale.V3, ScoreScale.SPEED_ONLY)
-    runs = {scale: _busiest_runs(scale) for scale in current}
+    runs = {scale: (_busiest(scale) or (0, 0))[1] for scale in current}
     if not any(runs.values()):
-        return ScoreScale.V3 if not _busiest_runs(ScoreScale.V2) else ScoreScale.V2
+        return ScoreScale.V3 if _busiest(ScoreScale.V2) is None else ScoreScale.V2
     return _prefer_v3(runs[ScoreScale.V3], runs[ScoreScale.SPEED_ONLY])
 
 

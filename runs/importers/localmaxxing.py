@@ -55,6 +55,9 @@ _TOOLS = frozenset(
         "test_dflash",
     }
 )  # fmt: skip
+# The servers' flags for how many sequences they decode at once (llama-server's slots, vLLM's
+# and SGLang's running requests).
+_SLOTS = ("-np", "--parallel", "--max-num-seqs", "--max-running-requests")
 
 
 def detect(document: object) -> bool:
@@ -148,6 +151,13 @@ def _record(row: _Row, ids: list[str], scraped: str) -> RunRecord:
         raise _LeftOut("no speed figure", figure=True)
     snippet = flags.get("commandSnippet", required=False).str(max_length=20_000, kind=bounds.RAW)
     command = Command() if snippet.lstrip().startswith(("[", "{")) else scrub_command(snippet)
+    streams = _concurrent(node, command)
+    if streams > 1:
+        raise _LeftOut(
+            f"no single-stream figure: {streams} requests at once to a server decoding several, "
+            "whose decode is their aggregate throughput (the board ranks one stream's decode)",
+            figure=True,
+        )
     speculative, draft = _speculation(flags, command)
     settings = _settings(node, model, engine, flags, command) | {"speculative": speculative}
     kv = kv_cache(flags.get("kvCacheDtype", required=False).str()) or kv_cache(
@@ -223,6 +233,18 @@ def _hardware(node: Node, preset: str) -> HardwareRecord:
     if problem:
         raise _LeftOut(problem)
     return hardware
+
+
+def _concurrent(node: Node, command: Command) -> int:
+    """How many requests the row had in flight at once: its `batchSize` where the command let
+    the server decode several sequences together (LocalMaxxing's notes on such rows read
+    "aggregate ... across C11 concurrent requests", "eight simultaneous HTTP requests"); else 1,
+    as for llama-bench and one-slot servers, whose `batchSize` is the prompt batch (-b)."""
+    requests = node.get("batchSize", required=False).int(minimum=0) or 1
+    slots = command.value(*_SLOTS)
+    if requests > 1 and slots.isdigit() and int(slots) > 1:
+        return requests if str(requests) != command.value("-b", "--batch-size") else 1
+    return 1
 
 
 def _preset_memory(preset: str, chip: str) -> float | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
@@ -119,13 +119,16 @@ def test_at_most_two_percent_of_any_source_is_unmapped(report: dict) -> None:
         ), method
     lm, fit, club = report["localmaxxing"], report["llmfit"], report["club-5060ti"]
     # 1,111 rows as listed; 101 are one row shown under two presets (the RX 7900 XT group
-    # lists XTX rows); 115 of the 1,010 repeat another's figures under a new id.
+    # lists XTX rows); 115 of the 1,010 repeat another's figures under a new id; 18 are the
+    # aggregate of several requests a server decoded at once.
     assert (lm["rows"], lm["listed_twice"], lm["records"], lm["duplicates_merged"]) == (
         1111,
         101,
-        895,
+        877,
         115,
     )
+    concurrent = [row for row in lm["no_figure_rows"] if "requests at once" in row["reason"]]
+    assert (lm["no_figure"], len(concurrent)) == (18, 18)
     assert (fit["files"], fit["rows"], fit["records"], fit["duplicates_merged"]) == (
         70,
         500,
@@ -191,7 +194,7 @@ def test_every_record_carries_its_provenance_and_no_person(records) -> None:
             )
             assert record.quality_score is None and record.overall_score is None
             assert record.hardware is not None and record.model_id
-    assert sum(len(found) for found in records.values()) == 895 + 499 + 97
+    assert sum(len(found) for found in records.values()) == 877 + 499 + 97
 
 
 @pytest.mark.parametrize(
@@ -199,7 +202,7 @@ def test_every_record_carries_its_provenance_and_no_person(records) -> None:
     [
         ("localmaxxing", "cmp7b4hc6000ho40128gv04c7", "RTX 4090 24 GB"),
         ("localmaxxing", "cmr1w30ik01lald01jc64n2to", "RTX 3090 24 GB"),
-        ("localmaxxing", "cmsm2bq2c00ljpb0159v0hcbh", "8× RTX 3090 24 GB"),
+        ("localmaxxing", "cmrqjkf5v05srlg01by1bes9f", "4× RTX 5090 32 GB"),
         ("localmaxxing", "cmoqtxiun000gky047ofznawj", "Apple M4 Max 128 GB"),
         ("localmaxxing", "cmq1eccf500mko6015zitbqv8", "Apple M1 Max 64 GB"),
         ("localmaxxing", "cmrio3ys401uvmj01lcom115h", "CPU only: AMD Ryzen 7 7840HS"),
@@ -228,6 +231,28 @@ def test_one_machine_is_one_class_however_its_name_is_written(records) -> None:
     assert club == {"RTX 5060 Ti 16 GB", "2× RTX 5060 Ti 16 GB"}
     apple = [hardware_class_label(r) for r in every if "Apple" in r.hardware.gpu]
     assert apple and all(re.search(r"^Apple M\d( \w+)? \d+ GB$", label) for label in apple)
+
+
+def test_a_servers_aggregate_of_several_requests_is_no_single_stream_decode(
+    report: dict, records
+) -> None:
+    """A row's batchSize is the requests in flight where the server decoded several at once
+    (vLLM's --max-num-seqs, llama-server's -np); elsewhere it is the prompt batch (-b)."""
+    left_out = {row["row_id"]: row["reason"] for row in report["localmaxxing"]["no_figure_rows"]}
+    # vLLM, --max-num-seqs 12, "aggregate ... across C11 concurrent requests".
+    assert left_out["cmsm2bq2c00ljpb0159v0hcbh"].startswith("no single-stream figure: 11 requests")
+    # llama-server -np 2 with eight requests: their aggregate, two slots.
+    assert "8 requests at once" in left_out["cmrkp5mqc04izmj01cmqmhhap"]
+    kept = _by_row(records["localmaxxing"])
+    # llama-server with one slot or none stated (batchSize 2048, its -b) and llama-bench -b 128:
+    # one stream each, kept.
+    served = Counter(
+        r.launch_settings.get("batch_size")
+        for r in records["localmaxxing"]
+        if r.launch_settings.get("tool") == "llama-server"
+    )
+    assert (served[2048], served[4096], served[512]) == (8, 1, 1)
+    assert any(r.launch_settings.get("batch_size") == 128 for r in kept.values())
 
 
 def test_speculation_is_declared_where_the_row_used_it(records) -> None:
@@ -466,7 +491,7 @@ def test_storing_the_real_data_twice_stores_it_once() -> None:
         created += len(result.created)
         skipped += len(result.skipped)
     # The shared llmfit result comes in with both its files: stored once.
-    assert (created, skipped) == (895 + 499 + 97, 1)
+    assert (created, skipped) == (877 + 499 + 97, 1)
     assert Run.objects.count() == created
     again = 0
     for path in files:

@@ -33,6 +33,7 @@ SHOWN = 12
 # Candidates examined for them (most published runs first); many fail a check (no ceiling,
 # too large for the class, speculative decoding), so more are read than shown.
 CANDIDATES = 120
+_TIES_READ = 40
 # The held-out figures of bench/estimate_accuracy.py on the real imported data (bench/README.md,
 # "Estimate accuracy"), as the methodology page publishes them: (lanes, median absolute error,
 # share of lanes the 80% interval held).
@@ -350,14 +351,21 @@ def _candidate_ids(
     others = StoredLane.objects.filter(run_count__gt=0, score_scale=scale)
     others = others.exclude(hardware_class__isnull=True).exclude(hardware_class=hw_class)
     found = stacks.exclude(pk__in=here).filter(Exists(others.filter(stack_id=OuterRef("pk"))))
-    runs = dict(
+    # A few beyond CANDIDATES, so the stacks tied with the last are read in the same query
+    # unless even the last of those is tied with it.
+    ordered = list(
         found.order_by("-published_run_count", "pk").values_list("pk", "published_run_count")[
-            :CANDIDATES
+            : CANDIDATES + _TIES_READ
         ]
     )
+    runs = dict(ordered[:CANDIDATES])
     if len(runs) == CANDIDATES:
         last = min(runs.values())
-        runs.update(found.filter(published_run_count=last).values_list("pk", "published_run_count"))
+        runs.update((pk, n) for pk, n in ordered[CANDIDATES:] if n == last)
+        if ordered[-1][1] == last:
+            runs.update(
+                found.filter(published_run_count=last).values_list("pk", "published_run_count")
+            )
     classes = dict(
         others.filter(stack_id__in=list(runs))
         .values_list("stack_id")
@@ -368,12 +376,10 @@ def _candidate_ids(
 
 
 def _candidates(ids: list[int]) -> list[tuple[Stack, object]]:
-    """These stacks in this order, each with its best run and that run's model block (without
-    the rest of its bundle)."""
+    """These stacks in this order, each with its best run's model block (without the rest of
+    its bundle, and without the run: building 120 runs was two thirds of this read)."""
     found = (
         Stack.objects.filter(pk__in=ids)
-        .select_related("best_run")
-        .defer("best_run__raw_payload")
         .annotate(model_block=KeyTransform("model", "best_run__raw_payload"))
         .in_bulk()
     )

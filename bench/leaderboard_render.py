@@ -38,9 +38,9 @@ os.environ.setdefault("DEBUG", "True")
 # second run inside its window would measure 429 pages.
 os.environ.setdefault("THROTTLE_PAGE_RENDER", "1000000/minute")
 
-import django  # noqa: E402
-
-django.setup()
+# The server's process as gunicorn starts it (benchloop_site.wsgi: django.setup(), then what it
+# loaded frozen out of the garbage collector's full passes).
+import benchloop_site.wsgi  # noqa: E402, F401
 
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402

@@ -113,6 +113,30 @@ def broker_key() -> Callable[[str], str]:
 
 
 @pytest.fixture
+def private_queue(broker_key):
+    """Messages go to a queue of this test's own on the real Redis broker: its length."""
+    import redis
+    from django.conf import settings
+    from django.db import connection
+
+    from benchloop_site.celery import app
+
+    name = f"test-queue-{uuid.uuid4().hex[:12]}"
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = name
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    # Pending marks left by earlier runs on a recreated database would name the same ids.
+    database = connection.settings_dict["NAME"]
+    for key in client.scan_iter(f"*stack-refresh:{database}:*"):
+        client.delete(key)
+    try:
+        yield lambda: client.llen(broker_key(name))
+    finally:
+        app.conf.task_default_queue = previous
+        client.delete(broker_key(name))
+
+
+@pytest.fixture
 def _fast_hasher(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -138,10 +162,12 @@ def form_rates(settings) -> dict:
 @pytest.fixture
 def _new_leaderboard_version() -> None:
     """Cached leaderboard fragments are keyed by a data version that a rolled-back test
-    leaves behind; each test starts on a fresh one so it never sees another test's board."""
-    from leaderboard import cache
+    leaves behind; each test starts on a fresh one so it never sees another test's board, nor
+    another test's estimates' calibration in place of its own."""
+    from leaderboard import cache, estimated
 
     cache.bump()
+    cache.forget_latest(estimated.CALIBRATION)
 
 
 @pytest.fixture

@@ -38,14 +38,13 @@ os.environ.setdefault("DEBUG", "True")
 # second run inside its window would measure 429 pages.
 os.environ.setdefault("THROTTLE_PAGE_RENDER", "1000000/minute")
 
-# The server's process as gunicorn starts it (benchloop_site.wsgi: django.setup(), then what it
-# loaded frozen out of the garbage collector's full passes).
-import benchloop_site.wsgi  # noqa: E402, F401
-
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
+# The server's process as gunicorn starts it (benchloop_site.wsgi: django.setup(), then what it
+# loaded frozen out of the garbage collector's full passes).
+import benchloop_site.wsgi  # noqa: E402, F401
 from leaderboard import cache as board_cache  # noqa: E402
 from runs.models import Run, Stack  # noqa: E402
 

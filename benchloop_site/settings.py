@@ -440,6 +440,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "worker.reap_stale_jobs",
         "schedule": 30.0,
     },
+    # A page asks for it after a publish; this catches a request whose message was lost.
+    "every-minute-calibrate-estimates": {
+        "task": "leaderboard.calibrate_estimates",
+        "schedule": 60.0,
+    },
 }
 
 # Load benchmarks only (bench/load_read.py): routes /bench/baseline, a constant answer through

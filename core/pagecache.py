@@ -31,6 +31,8 @@ CONTENT_TIMEOUT = 24 * 3600
 # round trip and the unpickling (a quarter of a cold board's estimates at 1,000,000 runs).
 _BY_CONTENT: dict[str, object] = {}
 _BY_CONTENT_KEPT = 8
+# A refresh asked for and not started in this long (its message lost) may be asked for again.
+QUEUED_SECONDS = 300
 
 
 def _prefix() -> str:
@@ -102,27 +104,80 @@ def cached(name: str, parts: str, compute: Callable[[], T]) -> T:
     return cached_many({name: (parts, compute)})[name]
 
 
-def cached_by_content(name: str, fingerprint: str, compute: Callable[[], T]) -> T:
+def cached_by_content(
+    name: str,
+    fingerprint: str,
+    compute: Callable[[], T],
+    *,
+    refresh: Callable[[], None] | None = None,
+) -> T:
     """`compute()`'s value for as long as `fingerprint` (what it is computed from) is unchanged,
     whatever the page version: for derived data that costs seconds to build and outlives most
     publishes (the estimates' calibration), so a page whose cache was flushed does not pay it.
-    The value is shared: callers must not change it."""
+
+    With `refresh`, a fingerprint not computed yet is not computed here when an earlier value
+    exists: that value is returned and `refresh()` is called (once per QUEUED_SECONDS) to have
+    the new one computed off the request, which then calls this without `refresh`. The value
+    is shared: callers must not change it."""
     key = f"{_prefix()}:{name}:{hashlib.sha256(fingerprint.encode()).hexdigest()[:32]}"
     if key in _BY_CONTENT:
         return cast("T", _BY_CONTENT[key])
+    latest = f"{_prefix()}:{name}:latest"  # the key of the newest value computed
     try:
         found = cache.get(key)
+        if found is None and refresh is not None:
+            earlier = _stored(cache.get(latest))
+            if earlier is not None:
+                if cache.add(f"{_prefix()}:{name}:queued", 1, timeout=QUEUED_SECONDS):
+                    _call_quietly(refresh)
+                return cast("T", earlier)
     except Exception:  # the cache being down must not take the pages down
         log.warning("leaderboard cache unreachable", exc_info=True)
         found = None
     if found is None:
         found = compute()
         try:
-            cache.set(key, found, CONTENT_TIMEOUT)
+            cache.set_many({key: found, latest: key}, CONTENT_TIMEOUT)
         except Exception:
             log.warning("leaderboard cache unreachable", exc_info=True)
     _keep(key, found)
     return cast("T", found)
+
+
+def _stored(key: object) -> object:
+    """The value stored under `key` (this process's copy first), or None."""
+    if not isinstance(key, str):
+        return None
+    if key not in _BY_CONTENT:
+        found = cache.get(key)
+        if found is None:
+            return None
+        _keep(key, found)
+    return _BY_CONTENT[key]
+
+
+def computed_again(name: str) -> None:
+    """The refresh `cached_by_content` asked for has started: a change from now on asks again."""
+    try:
+        cache.delete(f"{_prefix()}:{name}:queued")
+    except Exception:
+        log.warning("leaderboard cache unreachable", exc_info=True)
+
+
+def forget_latest(name: str) -> None:
+    """No earlier value of `name` to fall back on: the next fingerprint is computed where it is
+    asked for (a test's data must not meet another test's calibration)."""
+    try:
+        cache.delete_many([f"{_prefix()}:{name}:latest", f"{_prefix()}:{name}:queued"])
+    except Exception:
+        log.warning("leaderboard cache unreachable", exc_info=True)
+
+
+def _call_quietly(refresh: Callable[[], None]) -> None:
+    try:
+        refresh()
+    except Exception:  # a broker outage leaves the earlier value up a little longer
+        log.warning("could not ask for a refresh", exc_info=True)
 
 
 def _keep(key: str, value: object) -> None:

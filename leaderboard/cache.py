@@ -21,7 +21,9 @@ from core.pagecache import (
     cached,
     cached_by_content,
     cached_many,
+    computed_again,
     data_version,
+    forget_latest,
     invalidate,
 )
 from leaderboard.context_processors import visitor_theme
@@ -31,7 +33,9 @@ __all__ = [
     "cached",
     "cached_by_content",
     "cached_many",
+    "computed_again",
     "data_version",
+    "forget_latest",
     "invalidate",
     "render_page",
     "shareable",

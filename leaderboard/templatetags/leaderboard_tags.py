@@ -179,7 +179,7 @@ def scatter_marks(chart: Scatter) -> str:
         parts.append(
             f'<a href="{escape(p.href)}"><circle class="pt{front}" cx="{float(p.x)}" '
             f'cy="{float(p.y)}" r="{"5.5" if p.on_front else "3.5"}"><title>'
-            f'{"Pareto front: " if p.on_front else ""}{escape(p.label)}</title></circle>'
+            f"{'Pareto front: ' if p.on_front else ''}{escape(p.label)}</title></circle>"
             f'<text class="pt-name{front}" x="{float(p.name_x)}" y="{float(p.name_y)}" '
             f'text-anchor="{escape(p.name_anchor)}">{escape(p.name)}</text></a>'
         )

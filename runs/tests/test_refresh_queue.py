@@ -3,38 +3,14 @@ change after that refresh has started queues another."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-import redis
-from django.conf import settings
-from django.db import connection
 
-from benchloop_site.celery import app
 from runs.models import Stack
 from runs.tasks import refresh_stack_stats_task
 from submissions.models import Channel, SubmitterProfile
 from submissions.services import submit_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def private_queue(broker_key):
-    """Messages go to a queue of this test's own on the real Redis broker: (name, length)."""
-    name = f"test-refresh-{uuid.uuid4().hex[:12]}"
-    previous = app.conf.task_default_queue
-    app.conf.task_default_queue = name
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    # Pending marks left by earlier runs on a recreated database would name the same ids.
-    database = connection.settings_dict["NAME"]
-    for key in client.scan_iter(f"*stack-refresh:{database}:*"):
-        client.delete(key)
-    try:
-        yield lambda: client.llen(broker_key(name))
-    finally:
-        app.conf.task_default_queue = previous
-        client.delete(broker_key(name))
 
 
 def _upload(user, smoke_run: dict, number: int):

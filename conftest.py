@@ -30,6 +30,24 @@ WORKER = REPO / "worker"
 # processes the tests start (lab workers, servers) inherit it.
 BROKER_KEY_PREFIX = f"benchloop-test-{uuid.uuid4().hex[:12]}:"
 os.environ["CELERY_BROKER_KEY_PREFIX"] = BROKER_KEY_PREFIX
+# So are its cache keys (pages, throttle and form counters): test databases restart their ids,
+# and a counter an earlier run on the same Redis left for its user 87 today would count against
+# this run's user 87.
+CACHE_KEY_PREFIX = f"benchloop-test-cache-{uuid.uuid4().hex[:12]}"
+os.environ["CACHE_KEY_PREFIX"] = CACHE_KEY_PREFIX
+
+
+def _prefix_caches() -> None:
+    """pytest-django may have read the settings before this file: set the prefix there too
+    (no cache has been opened yet; each reads its settings when first used)."""
+    from django.conf import settings
+
+    for cache in settings.CACHES.values():
+        if "KEY_PREFIX" in cache:
+            cache["KEY_PREFIX"] = CACHE_KEY_PREFIX
+
+
+_prefix_caches()
 FIXTURES = Path(os.environ.get("BENCHLOOP_FIXTURES_DIR", REPO.parent / "shared/fixtures/benchloop"))
 # Whether this session collected any test of the site's apps (set at collection; with xdist,
 # every worker collects the whole selection, so all of them agree).
@@ -78,8 +96,9 @@ def _require_real_services(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_queues(_require_real_services) -> Iterator[None]:
-    """This run's queues, under BROKER_KEY_PREFIX, removed at the end: tasks enqueued by tests
-    (no worker consumes most of them) must not pile up, and nobody else's queue is touched."""
+    """This run's queues, under BROKER_KEY_PREFIX, and its cache keys, under CACHE_KEY_PREFIX,
+    removed at the end: tasks enqueued by tests (no worker consumes most of them) and the
+    caches' unexpiring keys must not pile up, and nobody else's keys are touched."""
     if not _SESSION["site_tests"]:
         yield
         return
@@ -95,6 +114,11 @@ def _private_queues(_require_real_services) -> Iterator[None]:
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     for key in client.scan_iter(match=f"{BROKER_KEY_PREFIX}*", count=1000):
         client.delete(key)
+    for cache in settings.CACHES.values():
+        if str(cache["LOCATION"]).startswith("redis://"):
+            client = redis.Redis.from_url(cache["LOCATION"])
+            for key in client.scan_iter(match=f"{CACHE_KEY_PREFIX}:*", count=1000):
+                client.delete(key)
 
 
 @pytest.fixture(autouse=True)

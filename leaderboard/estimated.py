@@ -21,6 +21,7 @@ from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from leaderboard import cache as board_cache
+from leaderboard import queries
 from leaderboard.filters import BoardFilters
 from leaderboard.queries import Scope
 from runs import estimates, roofline
@@ -152,15 +153,13 @@ def _calibrate() -> dict[str, estimates.Calibration]:
 
 
 def calibration_inputs() -> str:
-    """What the calibration is computed from, in one line: the stored lanes (their count, the
-    newest id and the newest refresh, which moves only when a lane's figures change) and the
-    moderators' hardware additions (they change ceilings). Lanes, not runs: a few reads of
-    a table the size of the board."""
+    """What the calibration is computed from, in one line: the stored lanes (queries'
+    fingerprint of them, read with the runs per class) and the moderators' hardware additions
+    (they change ceilings). Lanes, not runs: a table the size of the board."""
     from submissions.models import AcceleratorOverride
 
-    lanes = StoredLane.objects.aggregate(n=Count("id"), last=Max("id"), at=Max("refreshed_at"))
     added = AcceleratorOverride.objects.aggregate(n=Count("id"), last=Max("id"))
-    return f"lanes {lanes} hardware {added}"
+    return f"lanes {queries.lanes_fingerprint()} hardware {added}"
 
 
 CALIBRATION = "estimate-calibration-compiled"

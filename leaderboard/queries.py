@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Q, QuerySet, Sum, Window
+from django.db.models import Count, F, Max, Q, QuerySet, Sum, Window
 from django.db.models.functions import Coalesce, RowNumber
 
 from leaderboard import cache as board_cache
@@ -169,23 +169,43 @@ def _class_runs_by_scale() -> dict[str, Counter[int]]:
     """{scale: published runs per class}, one pass over the lanes a page version (the two
     scales' default classes and the hardware menu each summed every lane before), from the
     lanes alone: a join to the classes made the GROUP BY carry their columns."""
+    return _lanes_summary()[0]
 
-    def compute() -> dict[str, Counter[int]]:
-        sums = (
-            Lane.objects.filter(run_count__gt=0, hardware_class__isnull=False)
-            .values_list("score_scale", "hardware_class_id")
-            .annotate(n=Sum("run_count"))
+
+def lanes_fingerprint() -> str:
+    """What the lanes are now, in one line (their count, newest id and newest refresh, which
+    moves whenever a lane's figures change): read in the same pass as the runs per class, once
+    a page version, since every change to the lanes moves the version (runs.services)."""
+    return _lanes_summary()[1]
+
+
+def _lanes_summary() -> tuple[dict[str, Counter[int]], str]:
+    def compute() -> tuple[dict[str, Counter[int]], str]:
+        rows = (
+            Lane.objects.values_list("score_scale", "hardware_class_id")
+            .annotate(
+                n=Sum("run_count", filter=Q(run_count__gt=0)),
+                lanes=Count("id"),
+                last=Max("id"),
+                at=Max("refreshed_at"),
+            )
             .order_by()
         )
         found: dict[str, list[tuple[int, int]]] = {}
-        for scale, class_id, runs in sums:
-            found.setdefault(scale, []).append((class_id, runs))
-        return {
+        count, last, at = 0, None, None
+        for scale, class_id, runs, lanes, newest, refreshed in rows:
+            count += lanes
+            last = max(last or newest, newest)
+            at = max(at or refreshed, refreshed)
+            if class_id is not None and runs:
+                found.setdefault(scale, []).append((class_id, runs))
+        by_scale = {
             scale: Counter(dict(sorted(rows, key=lambda row: (-row[1], row[0]))))
             for scale, rows in found.items()
         }
+        return by_scale, str({"n": count, "last": last, "at": at})
 
-    return board_cache.cached("class-runs", "", compute)
+    return board_cache.cached("lanes-summary", "", compute)
 
 
 def default_scale() -> str:

@@ -321,7 +321,7 @@ _SOURCED: list[tuple[str, float | None, float, float | None, str]] = [
 
 
 # The registry is fixed at import and an entry is frozen: one lookup per model id a process
-# meets (an estimate section tries ~190 patterns on each of its 120 candidates).
+# meets (an estimate section tries every entry's pattern on each of its 120 candidates).
 @lru_cache(maxsize=8192)
 def known_model(model_id: str) -> KnownModel | None:
     """The registry's entry for a model id, matched on its family and the size its name

@@ -39,9 +39,14 @@ os.environ["CACHE_KEY_PREFIX"] = CACHE_KEY_PREFIX
 
 def _prefix_caches() -> None:
     """pytest-django may have read the settings before this file: set the prefix there too
-    (no cache has been opened yet; each reads its settings when first used)."""
-    from django.conf import settings
-
+    (no cache has been opened yet; each reads its settings when first used). Settings read
+    later take it from the environment; worker/'s tests run without Django."""
+    try:
+        from django.conf import settings
+    except ImportError:
+        return
+    if not settings.configured:
+        return
     for cache in settings.CACHES.values():
         if "KEY_PREFIX" in cache:
             cache["KEY_PREFIX"] = CACHE_KEY_PREFIX

@@ -195,8 +195,8 @@ def _lanes_summary() -> tuple[dict[str, Counter[int]], str]:
         count, last, at = 0, None, None
         for scale, class_id, runs, lanes, newest, refreshed in rows:
             count += lanes
-            last = max(last or newest, newest)
-            at = max(at or refreshed, refreshed)
+            last = _newest(last, newest)
+            at = _newest(at, refreshed)  # a lane may carry no refresh time
             if class_id is not None and runs:
                 found.setdefault(scale, []).append((class_id, runs))
         by_scale = {
@@ -206,6 +206,11 @@ def _lanes_summary() -> tuple[dict[str, Counter[int]], str]:
         return by_scale, str({"n": count, "last": last, "at": at})
 
     return board_cache.cached("lanes-summary", "", compute)
+
+
+def _newest(a: Any, b: Any) -> Any:
+    """The larger of two values of which either may be None."""
+    return max((v for v in (a, b) if v is not None), default=None)
 
 
 def default_scale() -> str:

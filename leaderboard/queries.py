@@ -156,20 +156,13 @@ def _busiest(scale: str) -> tuple[int, int] | None:
 def class_runs(scale: str | None = None) -> Counter[int]:
     """Published runs per hardware class over its lanes (of one scale, or all), most first and
     the lower id first among equals."""
-    by_scale = _class_runs_by_scale()
+    by_scale = _lanes_summary()[0]
     if scale is not None:
         return by_scale.get(scale, Counter())
     total: Counter[int] = Counter()
     for runs in by_scale.values():
         total.update(runs)
     return Counter(dict(sorted(total.items(), key=lambda item: (-item[1], item[0]))))
-
-
-def _class_runs_by_scale() -> dict[str, Counter[int]]:
-    """{scale: published runs per class}, one pass over the lanes a page version (the two
-    scales' default classes and the hardware menu each summed every lane before), from the
-    lanes alone: a join to the classes made the GROUP BY carry their columns."""
-    return _lanes_summary()[0]
 
 
 def lanes_fingerprint() -> str:
@@ -180,8 +173,12 @@ def lanes_fingerprint() -> str:
 
 
 def _lanes_summary() -> tuple[dict[str, Counter[int]], str]:
+    """({scale: published runs per class}, the lanes' fingerprint): one pass over the lanes a
+    page version, from the lanes alone (a join to the classes made the GROUP BY carry their
+    columns), for the default classes, the hardware menu and the estimates' calibration."""
+
     def compute() -> tuple[dict[str, Counter[int]], str]:
-        rows = (
+        groups = (
             Lane.objects.values_list("score_scale", "hardware_class_id")
             .annotate(
                 n=Sum("run_count", filter=Q(run_count__gt=0)),
@@ -193,7 +190,7 @@ def _lanes_summary() -> tuple[dict[str, Counter[int]], str]:
         )
         found: dict[str, list[tuple[int, int]]] = {}
         count, last, at = 0, None, None
-        for scale, class_id, runs, lanes, newest, refreshed in rows:
+        for scale, class_id, runs, lanes, newest, refreshed in groups:
             count += lanes
             last = _newest(last, newest)
             at = _newest(at, refreshed)  # a lane may carry no refresh time

@@ -85,11 +85,13 @@ def test_without_a_gpu_the_samplers_wake_at_most_once_a_second(server_like):
     power_samples = [t for t in readings if start <= t <= end]
     host_samples = [t for t in hosts if start <= t <= end]
     # 10 Hz before: 45 power samples in this window. Now once a second, and the contention
-    # sampler every 2 s; each thread sleeps (wakes) no more often than it samples.
+    # sampler every 2 s. Each thread sleeps once a sample, and a sample may also wait once for
+    # the GIL (another voluntary switch: in CI a busy xdist worker gave the contention thread 5
+    # over 4.5 s), so the bound is twice the samples' pace, still far below 10 Hz's 45.
     assert 3 <= len(power_samples) <= seconds / HOST_INTERVAL_S + 1
     assert 1 <= len(host_samples) <= seconds / 2.0 + 1
-    assert after[0] - before[0] <= seconds / HOST_INTERVAL_S + 2
-    assert after[1] - before[1] <= seconds / 2.0 + 2
+    assert after[0] - before[0] <= 2 * (seconds / HOST_INTERVAL_S + 1)
+    assert after[1] - before[1] <= 2 * (seconds / 2.0 + 1)
     # The server's pids are listed every 2 s at most by the RAM sampler, and now and then by the
     # contention sampler (its children come from the table it already read).
     assert len([t for t in listed if start <= t <= end]) <= seconds / 2.0 + 2

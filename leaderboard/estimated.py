@@ -21,9 +21,9 @@ from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from leaderboard import cache as board_cache
-from leaderboard import queries
+from leaderboard import scopes
 from leaderboard.filters import BoardFilters
-from leaderboard.queries import Scope
+from leaderboard.scopes import Scope
 from runs import estimates, roofline
 from runs.accelerators import Catalog
 from runs.models import Hardware, HardwareClass, HardwareKind, Run, ScoreScale, Stack
@@ -159,7 +159,7 @@ def calibration_inputs() -> str:
     from submissions.models import AcceleratorOverride
 
     added = AcceleratorOverride.objects.aggregate(n=Count("id"), last=Max("id"))
-    return f"lanes {queries.lanes_fingerprint()} hardware {added}"
+    return f"lanes {scopes.lanes_fingerprint()} hardware {added}"
 
 
 CALIBRATION = "estimate-calibration-compiled"

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Literal, NotRequired, TypedDict
 
 from leaderboard.filters import BoardFilters
-from leaderboard.queries import Scope
 from leaderboard.rows import Figure, Row
+from leaderboard.scopes import Scope
 from leaderboard.suite_columns import SUITE_COLUMNS
 from runs.figures import runs_text
 from runs.models import Run, ScoreScale, Stack

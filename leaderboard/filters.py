@@ -4,7 +4,7 @@ The board ranks lanes (a stack on one hardware class). Which hardware comes firs
 class by its slug (or `all`, the pooled quality-only view), `vram` a GPU memory size, `fits` the
 most memory a stack may need; `vendor`, `gpu`, `cpu`, `apple` and `hardware` (a machine's id) are
 the older hardware filters and still narrow the classes. With none of them the board shows the
-class with the most runs (leaderboard.queries.hardware_scope).
+class with the most runs (leaderboard.scopes.hardware_scope).
 """
 
 from __future__ import annotations

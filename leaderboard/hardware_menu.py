@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from leaderboard import filters as board_filters
-from leaderboard.queries import HardwareChoice, vram_range
+from leaderboard.queries import HardwareChoice
+from leaderboard.scopes import vram_range
 from runs.models import HardwareKind
 
 Menu = list[tuple[str, list[tuple[str, str]]]]

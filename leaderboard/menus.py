@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import TypedDict
 
 from leaderboard import cache as board_cache
-from leaderboard.queries import HardwareChoice, class_runs
+from leaderboard.queries import HardwareChoice
+from leaderboard.scopes import class_runs
 from runs import matrix
 from runs.models import HardwareClass, HardwareKind, Stack
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db import connection
 
 from leaderboard.filters import UNVERSIONED, BoardFilters
-from leaderboard.queries import Scope, lane_order, lanes
+from leaderboard.queries import lane_order, lanes
+from leaderboard.scopes import Scope
 from runs.models import Stack
 
 

@@ -24,7 +24,7 @@ from runs.models import Lane, Run, SuiteResult
 
 
 # What this module reads of the board's filters, scope and rows (leaderboard.filters.BoardFilters,
-# leaderboard.queries.Scope, leaderboard.rows.Row), which import this module: described here,
+# leaderboard.scopes.Scope, leaderboard.rows.Row), which import this module: described here,
 # not imported, so the package has no import cycle.
 class BoardFilters(Protocol):
     @property

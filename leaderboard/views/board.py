@@ -25,7 +25,7 @@ from django_htmx.middleware import HtmxDetails
 from core.conditional import revalidated
 from core.feeds import XmlSafeAtomFeed
 from leaderboard import cache as board_cache
-from leaderboard import charts, estimated, exports, matrix, menus, queries
+from leaderboard import charts, estimated, exports, matrix, menus, queries, scopes
 from leaderboard import filters as board_filters
 from leaderboard.filters import BoardFilters
 from leaderboard.hardware_menu import hardware_menu
@@ -197,7 +197,7 @@ def leaderboard(request: HtmxHttpRequest) -> HttpResponse:
 
 def _form_html(request: HttpRequest, filters: BoardFilters, path: str) -> str:
     facets = board_cache.cached("facets", "", menus.facets)
-    default = None if filters.picks_hardware else queries.default_class(filters.scale)
+    default = None if filters.picks_hardware else scopes.default_class(filters.scale)
     choice, hidden = hw_choice(filters)
     menu = hardware_menu(facets["hardware"])
     context = {
@@ -270,7 +270,7 @@ def _link_matrices(rows: Sequence[Row]) -> None:
             )
 
 
-def pinned(filters: BoardFilters, scope: queries.Scope) -> BoardFilters:
+def pinned(filters: BoardFilters, scope: scopes.Scope) -> BoardFilters:
     """The filters with the default class written out, so exports, feeds and compare links
     show the hardware the page showed even after another class becomes the most common."""
     if scope.default and scope.single is not None:
@@ -278,7 +278,7 @@ def pinned(filters: BoardFilters, scope: queries.Scope) -> BoardFilters:
     return filters
 
 
-def pinned_query(filters: BoardFilters, scope: queries.Scope) -> str:
+def pinned_query(filters: BoardFilters, scope: scopes.Scope) -> str:
     query = pinned(filters, scope).to_query(page=1)
     return f"?{query.urlencode()}" if query else ""
 
@@ -339,9 +339,9 @@ def feed(request: HttpRequest) -> HttpResponse:
     Each entry is one run on its own hardware class; on the all-hardware view entries carry
     quality alone, like the view."""
     filters = BoardFilters.from_query(request.GET)
-    scope = queries.hardware_scope(filters, pick_default=False)
+    scope = scopes.hardware_scope(filters, pick_default=False)
     base = _base_url(request)
-    labels = [label for name, label in filters.active() if name not in queries.CLASS_LABELLED]
+    labels = [label for name, label in filters.active() if name not in scopes.CLASS_LABELLED]
     if scope.class_ids is not None or scope.pooled:
         labels.insert(0, scope.label)
     title = "BenchLoop: new results" + (f" ({', '.join(labels)})" if labels else "")

@@ -8,9 +8,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Max, Q, Sum
 
 from leaderboard import cache as board_cache
 from leaderboard.filters import CLASS_NARROWING, BoardFilters
@@ -99,7 +98,7 @@ def _busiest(scale: str) -> tuple[int, int] | None:
 def class_runs(scale: str | None = None) -> Counter[int]:
     """Published runs per hardware class over its lanes (of one scale, or all), most first and
     the lower id first among equals."""
-    by_scale = _lanes_summary()[0]
+    by_scale = _lanes_summary()
     if scale is not None:
         return by_scale.get(scale, Counter())
     total: Counter[int] = Counter()
@@ -109,48 +108,44 @@ def class_runs(scale: str | None = None) -> Counter[int]:
 
 
 def lanes_fingerprint() -> str:
-    """What the lanes are now, in one line (their count, newest id and newest refresh, which
-    moves whenever a lane's figures change): read in the same pass as the runs per class, once
-    a page version, since every change to the lanes moves the version (runs.services)."""
-    return _lanes_summary()[1]
+    """What the lanes are now, in one line: their count, newest id and newest refresh, read
+    from indexes once a page version (every change to the lanes moves the version).
+
+    Lanes change only by deletion and insertion (runs.lanes writes a changed lane again as a
+    new row, with a new id and refresh time), and ids are never handed out twice: an insertion
+    moves the newest id, a deletion alone the count, so no two states of the lanes share a
+    fingerprint. The newest refresh keeps a database rebuilt from scratch, whose ids start
+    again, from meeting an earlier one's."""
+
+    def compute() -> str:
+        newest = Lane.objects.aggregate(last=Max("id"), at=Max("refreshed_at"))
+        return str({"n": Lane.objects.count(), **newest})
+
+    return board_cache.cached("lanes-fingerprint", "", compute)
 
 
-def _lanes_summary() -> tuple[dict[str, Counter[int]], str]:
-    """({scale: published runs per class}, the lanes' fingerprint): one pass over the lanes a
-    page version, from the lanes alone (a join to the classes made the GROUP BY carry their
-    columns), for the default classes, the hardware menu and the estimates' calibration."""
+def _lanes_summary() -> dict[str, Counter[int]]:
+    """{scale: published runs per class}, for the default classes and the hardware menu: one
+    pass over the lanes (from the lanes alone: a join to the classes made the GROUP BY carry
+    their columns), kept for as long as the lanes' fingerprint holds, so a page version that
+    changed no lane (most of them) does not read them again."""
 
-    def compute() -> tuple[dict[str, Counter[int]], str]:
+    def compute() -> dict[str, Counter[int]]:
         groups = (
-            Lane.objects.values_list("score_scale", "hardware_class_id")
-            .annotate(
-                n=Sum("run_count", filter=Q(run_count__gt=0)),
-                lanes=Count("id"),
-                last=Max("id"),
-                at=Max("refreshed_at"),
-            )
+            Lane.objects.filter(hardware_class__isnull=False, run_count__gt=0)
+            .values_list("score_scale", "hardware_class_id")
+            .annotate(n=Sum("run_count"))
             .order_by()
         )
         found: dict[str, list[tuple[int, int]]] = {}
-        count, last, at = 0, None, None
-        for scale, class_id, runs, lanes, newest, refreshed in groups:
-            count += lanes
-            last = _newest(last, newest)
-            at = _newest(at, refreshed)  # a lane may carry no refresh time
-            if class_id is not None and runs:
-                found.setdefault(scale, []).append((class_id, runs))
-        by_scale = {
+        for scale, class_id, runs in groups:
+            found.setdefault(scale, []).append((class_id, runs))
+        return {
             scale: Counter(dict(sorted(rows, key=lambda row: (-row[1], row[0]))))
             for scale, rows in found.items()
         }
-        return by_scale, str({"n": count, "last": last, "at": at})
 
-    return board_cache.cached("lanes-summary", "", compute)
-
-
-def _newest(a: Any, b: Any) -> Any:
-    """The larger of two values of which either may be None."""
-    return max((v for v in (a, b) if v is not None), default=None)
+    return board_cache.cached_by_content("lanes-summary", lanes_fingerprint(), compute)
 
 
 def default_scale() -> str:

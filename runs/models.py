@@ -589,6 +589,9 @@ class Lane(models.Model):
                 fields=["hardware_class", "score_scale", "benchmark_version", "-best_score"],
                 name="lane_class_rank_idx",
             ),
+            # The newest refresh in one index step: part of what the lanes are now
+            # (leaderboard.scopes.lanes_fingerprint), read on every cold page.
+            models.Index(fields=["refreshed_at"], name="lane_refreshed_idx"),
         ]
         constraints = [
             models.UniqueConstraint(

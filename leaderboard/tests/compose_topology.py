@@ -80,6 +80,8 @@ def process_env(service: dict[str, str]) -> dict[str, str]:
         "PYTHONPATH",
         "VIRTUAL_ENV",
         "CELERY_BROKER_KEY_PREFIX",
+        # The run's cache prefix (conftest): the site's keys are the run's, cleaned at its end.
+        "CACHE_KEY_PREFIX",
     )
     return {**{k: v for k, v in os.environ.items() if k in keep}, **service}
 

@@ -1,0 +1,39 @@
+"""The runs per class (which class opens the board, the hardware menu) are kept for as long as
+the lanes' fingerprint holds: every change to the lanes shows on the next page version."""
+
+from __future__ import annotations
+
+import pytest
+
+from leaderboard import scopes
+from leaderboard.tests.factories import add_runs, ensure_lanes, record
+from submissions.intake import set_published
+from submissions.models import Status
+
+pytestmark = pytest.mark.django_db
+
+RTX_3090 = "NVIDIA GeForce RTX 3090"
+
+
+def test_the_runs_per_class_follow_every_change_to_the_lanes() -> None:
+    # The 3090's stack first, so that its lanes are not the newest.
+    (other,) = add_runs(record(model_id="b:8b", gpu=RTX_3090, vram_gb=24))
+    (first,) = add_runs(record(model_id="a:8b"))
+    ada, b = first.hardware_class_id, other.hardware_class_id
+    assert scopes.class_runs("v3") == {ada: 1, b: 1}
+    assert list(scopes.class_runs("v3")) == sorted([ada, b])  # equals: the lower id first
+    before = scopes.lanes_fingerprint()
+
+    # A run more on a lane there is: the lane is written again (a new row).
+    add_runs(record(model_id="a:8b"), record(model_id="c:8b"))
+    assert scopes.lanes_fingerprint() != before
+    assert list(scopes.class_runs("v3").items()) == [(ada, 3), (b, 1)]
+    assert scopes.default_class("v3").id == ada
+
+    # Lanes gone and none written: the newest lane is the same, the count is not.
+    newest = scopes.lanes_fingerprint()
+    set_published(other, Status.WITHDRAWN)
+    ensure_lanes()
+    assert scopes.lanes_fingerprint() != newest
+    assert scopes.class_runs("v3") == {ada: 3}
+    assert scopes.class_runs() == {ada: 3}

@@ -30,7 +30,7 @@ CONTENT_TIMEOUT = 24 * 3600
 # computed from, so a copy here is as current as the cache's, and reading it skips the cache's
 # round trip and the unpickling (a quarter of a cold board's estimates at 1,000,000 runs).
 _BY_CONTENT: dict[str, object] = {}
-_BY_CONTENT_KEPT = 8
+_BY_CONTENT_KEPT = 8  # of each name: a stack's places must not push out the calibration
 # A refresh asked for and not started in this long (its message lost) may be asked for again.
 QUEUED_SECONDS = 300
 
@@ -119,7 +119,7 @@ def cached_by_content(
     exists: that value is returned and `refresh()` is called (once per QUEUED_SECONDS) to have
     the new one computed off the request, which then calls this without `refresh`. The value
     is shared: callers must not change it."""
-    key = f"{_prefix()}:{name}:{hashlib.sha256(fingerprint.encode()).hexdigest()[:32]}"
+    key = _content_key(name, fingerprint)
     if key in _BY_CONTENT:
         return cast("T", _BY_CONTENT[key])
     latest = f"{_prefix()}:{name}:latest"  # the key of the newest value computed
@@ -142,6 +142,21 @@ def cached_by_content(
             log.warning("leaderboard cache unreachable", exc_info=True)
     _keep(key, found)
     return cast("T", found)
+
+
+def holds(name: str, fingerprint: str) -> bool:
+    """Whether `name`'s value for `fingerprint` is stored (not only an earlier one, which
+    `cached_by_content` with `refresh` may return meanwhile)."""
+    key = _content_key(name, fingerprint)
+    try:
+        return _stored(key) is not None
+    except Exception:
+        log.warning("leaderboard cache unreachable", exc_info=True)
+        return False
+
+
+def _content_key(name: str, fingerprint: str) -> str:
+    return f"{_prefix()}:{name}:{hashlib.sha256(fingerprint.encode()).hexdigest()[:32]}"
 
 
 def _stored(key: object) -> object:
@@ -181,10 +196,13 @@ def _call_quietly(refresh: Callable[[], None]) -> None:
 
 
 def _keep(key: str, value: object) -> None:
-    """Keep `value` in this process, dropping the oldest beyond _BY_CONTENT_KEPT."""
+    """Keep `value` in this process, dropping the oldest of its name beyond _BY_CONTENT_KEPT."""
+    _BY_CONTENT.pop(key, None)  # the newest last
     _BY_CONTENT[key] = value
-    while len(_BY_CONTENT) > _BY_CONTENT_KEPT:
-        _BY_CONTENT.pop(next(iter(_BY_CONTENT)), None)
+    name = key.rsplit(":", 1)[0] + ":"
+    same = [kept for kept in _BY_CONTENT if kept.startswith(name)]
+    for oldest in same[:-_BY_CONTENT_KEPT]:
+        del _BY_CONTENT[oldest]
 
 
 def cached_many(items: dict[str, tuple[str, Callable[[], T]]]) -> dict[str, T]:

@@ -24,6 +24,7 @@ from core.pagecache import (
     computed_again,
     data_version,
     forget_latest,
+    holds,
     invalidate,
 )
 from leaderboard.context_processors import visitor_theme
@@ -36,6 +37,7 @@ __all__ = [
     "computed_again",
     "data_version",
     "forget_latest",
+    "holds",
     "invalidate",
     "render_page",
     "shareable",

@@ -166,13 +166,13 @@ CALIBRATION = "estimate-calibration-compiled"
 CALIBRATE_TASK = "leaderboard.calibrate_estimates"
 
 
-def calibrations() -> dict[str, estimates.Calibration]:
+def calibrations(inputs: str = "") -> dict[str, estimates.Calibration]:
     """The calibration on every measured lane, computed again only when what it reads changes.
     That takes seconds on a large site (12 s at 1,000,000 runs), so a page never waits for it
     once one exists: after a publish the pages go on with the calibration before it while
     leaderboard.tasks.calibrate_estimates computes the new one."""
     return board_cache.cached_by_content(
-        CALIBRATION, calibration_inputs(), _calibrate, refresh=_calibrate_soon
+        CALIBRATION, inputs or calibration_inputs(), _calibrate, refresh=_calibrate_soon
     )
 
 
@@ -316,6 +316,34 @@ def for_class(
     machine = representative_machine(hw_class)
     if machine is None or hw_class.kind in (HardwareKind.REMOTE, HardwareKind.UNKNOWN):
         return []
+    narrowed = (engine, quant, q, params, family, scale)
+    inputs = calibration_inputs()
+
+    def compute() -> list[Estimated]:
+        return _for_class(hw_class, machine, inputs, *narrowed)
+
+    # Kept by what they are computed from (the lanes and hardware additions, as the
+    # calibration, and the class's machine) for a class's own board, whatever its scale; not
+    # for narrowed views, whose visitors' free text would fill the cache for a day. And only
+    # once the calibration for these lanes is in: estimates worked out meanwhile with the one
+    # before would outlive it.
+    if any((engine, quant, q, params, family)) or not board_cache.holds(CALIBRATION, inputs):
+        return compute()
+    found = f"{inputs}|{hw_class.pk}|{machine.pk}|{scale}"
+    return board_cache.cached_by_content("class-estimates", found, compute)
+
+
+def _for_class(
+    hw_class: HardwareClass,
+    machine: Hardware,
+    inputs: str,
+    engine: str,
+    quant: str,
+    q: str,
+    params: str,
+    family: str,
+    scale: str,
+) -> list[Estimated]:
     stacks = Stack.objects.filter(best_run__isnull=False)
     if engine:
         stacks = stacks.filter(engine__iexact=engine)
@@ -329,7 +357,7 @@ def for_class(
         stacks = stacks.filter(model_family=family)
     ids = _candidate_ids(stacks, hw_class, scale)
     catalog = integrity.current_catalog()
-    calibrated = calibrations()
+    calibrated = calibrations(inputs)
     shown: list[Estimated] = []
     seen = set()
     classes = dict(ids)

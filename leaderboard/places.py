@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import connection
 
+from leaderboard import cache as board_cache
+from leaderboard import scopes
 from leaderboard.filters import UNVERSIONED, BoardFilters
 from leaderboard.queries import lane_order, lanes
 from leaderboard.scopes import Scope
@@ -16,11 +18,23 @@ def lane_places(
     """{class id: (the stack's rank, rows ranked)} on each of these classes' boards, in the
     board's own order (its default sort, the stack's method): what the stack and compare pages
     say beside a lane's figures. One query for every class of a scale and version, counted by
-    the database."""
+    the database, and kept for as long as the lanes are what they were (it reads every lane
+    of those classes: 65 ms for the busiest stack at 1,000,000 runs)."""
+    classes = sorted(set(class_ids))
+    return board_cache.cached_by_content(
+        "lane-places",
+        f"{scopes.lanes_fingerprint()}|{stack.id}|{stack.method}|{classes}|{scale}|{version}",
+        lambda: _count_places(stack, classes, scale, version),
+    )
+
+
+def _count_places(
+    stack: Stack, classes: list[int], scale: str, version: str
+) -> dict[int, tuple[int, int]]:
     filters = BoardFilters(
         scale=scale, bv=version or UNVERSIONED, method=stack.method, scale_named=True
     )
-    scope = Scope(sorted(set(class_ids)), "", single=None)
+    scope = Scope(classes, "", single=None)
     order = lane_order(filters)
     keys = {f"order_{i}": expression for i, (expression, _desc) in enumerate(order)}
     view = lanes(filters, scope, version).annotate(**keys).order_by()

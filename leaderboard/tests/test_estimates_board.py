@@ -18,7 +18,7 @@ from leaderboard import cache as board_cache
 from leaderboard import estimated
 from leaderboard.tests.factories import HOSTILE
 from leaderboard.tests.lane_factories import class_record, on_class
-from runs.models import Stack
+from runs.models import HardwareClass, Stack
 
 pytestmark = pytest.mark.django_db
 
@@ -219,3 +219,28 @@ def test_the_calibration_outlives_a_page_version_and_a_lane_change_waits_for_the
     on_class("rtx-4090", class_record("rtx-4090", model_id="acme/later-8b", decode=58.0))
     assert estimated.calibrations()["decode"].n == first["decode"].n + 1
     assert private_queue() == 2
+
+
+def test_a_class_s_estimates_are_kept_only_with_the_calibration_of_their_lanes(
+    world, private_queue
+):
+    """Estimates outlive a page version like the calibration they come from, and those worked
+    out meanwhile with the calibration before a lane change are never kept: they would
+    outlive the new one."""
+    rtx = HardwareClass.objects.get(slug="rtx-4090")
+    estimated.calibrate_now()
+    kept = estimated.for_class(rtx)
+    board_cache.bump()
+    assert estimated.for_class(rtx) is kept
+    # A narrowed view's are not kept (its free text would fill the cache).
+    assert estimated.for_class(rtx, q="acme") is not estimated.for_class(rtx, q="acme")
+    on_class("h100", class_record("h100", model_id="acme/new-8b", decode=99.0))
+    meanwhile = estimated.for_class(rtx)  # the calibration before the change
+    assert "acme/new-8b" in {row.stack.model_id for row in meanwhile}
+    assert estimated.for_class(rtx) is not meanwhile
+    assert private_queue() == 1
+    estimated.calibrate_now()  # the worker's task
+    after = estimated.for_class(rtx)
+    assert estimated.for_class(rtx) is after
+    assert [row.stack.pk for row in after] == [row.stack.pk for row in meanwhile]
+    assert [row.decode for row in after] != [row.decode for row in meanwhile]

@@ -1,11 +1,12 @@
-"""The runs per class (which class opens the board, the hardware menu) are kept for as long as
-the lanes' fingerprint holds: every change to the lanes shows on the next page version."""
+"""What is worked out from the lanes alone (the runs per class, which pick the class that opens
+the board and fill the hardware menu; a stack's places) is kept for as long as the lanes'
+fingerprint holds: every change to the lanes shows on the next page version."""
 
 from __future__ import annotations
 
 import pytest
 
-from leaderboard import scopes
+from leaderboard import places, scopes
 from leaderboard.tests.factories import add_runs, ensure_lanes, record
 from submissions.intake import set_published
 from submissions.models import Status
@@ -37,3 +38,13 @@ def test_the_runs_per_class_follow_every_change_to_the_lanes() -> None:
     assert scopes.lanes_fingerprint() != newest
     assert scopes.class_runs("v3") == {ada: 3}
     assert scopes.class_runs() == {ada: 3}
+
+
+def test_a_stack_s_places_are_kept_while_the_lanes_hold_and_follow_their_changes() -> None:
+    (run,) = add_runs(record(model_id="a:8b", overall=60.0))
+    stack, ada = run.stack, run.hardware_class_id
+    assert places.lane_places(stack, [ada], "v3", run.benchmark_version) == {ada: (1, 1)}
+    add_runs(record(model_id="b:8b", overall=80.0))  # ahead of it
+    assert places.lane_places(stack, [ada], "v3", run.benchmark_version) == {ada: (2, 2)}
+    add_runs(record(model_id="c:8b", overall=40.0))
+    assert places.lane_places(stack, [ada], "v3", run.benchmark_version) == {ada: (2, 3)}

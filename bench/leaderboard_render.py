@@ -14,7 +14,8 @@ the default board, a filtered board, a stack page, the API leaderboard and the A
 moves before each request, so every cached page and fragment of this database is stale at once,
 as after a moderator's edit or the two minutes a cached page is kept; nothing in Redis is
 deleted (no FLUSHDB, nor another database's or site's keys). What is kept by the lanes'
-contents (the runs per class, the estimates' calibration) holds, since no lane changed.
+contents (the runs per class, a stack's places, the estimates' calibration and a class's
+estimates) holds, since no lane changed.
 --publish also changes one lane before each request, as a publish does, so that is read again
 too (the calibration's new value is queued once for a worker, on CELERY_BROKER_URL; the page
 meanwhile uses the previous one):

@@ -54,6 +54,9 @@ def clean_environment(**settings: str) -> dict[str, str]:
     names |= {f"{name}_FILE" for name in names} | {"DJANGO_SETTINGS_MODULE"}
     names |= {name for name in os.environ if name.startswith("DJANGO_SUPERUSER_")}
     env = {k: v for k, v in os.environ.items() if k not in names}
+    # But the run's cache prefix (conftest): the site's keys are the run's, removed at its end.
+    if "CACHE_KEY_PREFIX" in os.environ:
+        env["CACHE_KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
     return {**env, **settings}
 
 

@@ -1,6 +1,6 @@
 """Which hardware a view is about: the classes the filters name, or the busiest class where
-they name none, read from one pass over the lanes a page version (which also gives the lanes'
-fingerprint the estimates' calibration is keyed by)."""
+they name none, from the runs per class kept under the lanes' fingerprint (which the places
+and the estimates' calibration are keyed by too)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,9 @@ CONTENT_TIMEOUT = 24 * 3600
 # round trip and the unpickling (a quarter of a cold board's estimates at 1,000,000 runs).
 _BY_CONTENT: dict[str, object] = {}
 _BY_CONTENT_KEPT = 8  # of each name: a stack's places must not push out the calibration
+# Each name's newest key this process computed or read: what it falls back on when the cache
+# lost its own record of the newest (a restart, an eviction from the capped cache).
+_LATEST: dict[str, str] = {}
 # A refresh asked for and not started in this long (its message lost) may be asked for again.
 QUEUED_SECONDS = 300
 
@@ -104,36 +107,52 @@ def cached(name: str, parts: str, compute: Callable[[], T]) -> T:
     return cached_many({name: (parts, compute)})[name]
 
 
+class NotReady(Exception):
+    """No value of this name is at hand and it is not computed where it was asked for: a
+    refresh has been asked for (cached_by_content's `compute_here`)."""
+
+
 def cached_by_content(
     name: str,
     fingerprint: str,
     compute: Callable[[], T],
     *,
     refresh: Callable[[], None] | None = None,
+    compute_here: bool = True,
 ) -> T:
     """`compute()`'s value for as long as `fingerprint` (what it is computed from) is unchanged,
     whatever the page version: for derived data that costs seconds to build and outlives most
     publishes (the estimates' calibration), so a page whose cache was flushed does not pay it.
 
     With `refresh`, a fingerprint not computed yet is not computed here when an earlier value
-    exists: that value is returned and `refresh()` is called (once per QUEUED_SECONDS) to have
-    the new one computed off the request, which then calls this without `refresh`. The value
-    is shared: callers must not change it."""
+    exists (in the cache, or this process's own newest): that value is returned and
+    `refresh()` is called (once per QUEUED_SECONDS) to have the new one computed off the
+    request, which then calls this without `refresh`. With no earlier value either and
+    `compute_here` false, `refresh()` is asked for likewise and NotReady raised. The value is
+    shared: callers must not change it."""
     key = _content_key(name, fingerprint)
     if key in _BY_CONTENT:
         return cast("T", _BY_CONTENT[key])
     latest = f"{_prefix()}:{name}:latest"  # the key of the newest value computed
+    earlier: object = None
+    wait = False  # for a refresh, with the earlier value or none
     try:
         found = cache.get(key)
         if found is None and refresh is not None:
-            earlier = _stored(cache.get(latest))
-            if earlier is not None:
-                if cache.add(f"{_prefix()}:{name}:queued", 1, timeout=QUEUED_SECONDS):
-                    _call_quietly(refresh)
-                return cast("T", earlier)
+            earlier = _stored(cache.get(latest)) or _BY_CONTENT.get(_LATEST.get(latest, ""))
+            wait = earlier is not None or not compute_here
+            if wait and cache.add(f"{_prefix()}:{name}:queued", 1, timeout=QUEUED_SECONDS):
+                _call_quietly(refresh)
     except Exception:  # the cache being down must not take the pages down
         log.warning("leaderboard cache unreachable", exc_info=True)
         found = None
+        if refresh is not None and not compute_here:
+            # Nothing can say whether a refresh was asked for already: none is asked for.
+            earlier, wait = _BY_CONTENT.get(_LATEST.get(latest, "")), True
+    if wait:
+        if earlier is None:
+            raise NotReady(name)
+        return cast("T", earlier)
     if found is None:
         found = compute()
         try:
@@ -141,6 +160,7 @@ def cached_by_content(
         except Exception:
             log.warning("leaderboard cache unreachable", exc_info=True)
     _keep(key, found)
+    _LATEST[latest] = key
     return cast("T", found)
 
 
@@ -182,6 +202,7 @@ def computed_again(name: str) -> None:
 def forget_latest(name: str) -> None:
     """No earlier value of `name` to fall back on: the next fingerprint is computed where it is
     asked for (a test's data must not meet another test's calibration)."""
+    _LATEST.pop(f"{_prefix()}:{name}:latest", None)
     try:
         cache.delete_many([f"{_prefix()}:{name}:latest", f"{_prefix()}:{name}:queued"])
     except Exception:

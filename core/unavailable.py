@@ -1,5 +1,6 @@
 """A database or Redis outage answers 503 with Retry-After and a clear message, and a full disk
-answers 507 naming the disk: never a 500, and never a traceback."""
+answers 507 naming the disk: never a 500, and never a traceback. So does a page whose derived
+data a worker is computing again (core.pagecache.NotReady)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.errors import answers_in_json, json_error
+from core.pagecache import NotReady
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
@@ -40,6 +42,12 @@ DISK_FULL_MESSAGE = (
     "Try again once its operator has freed space."
 )
 DISK_FULL_RETRY_AFTER_SECONDS = 60
+# A derived value (the estimates' calibration) lost from the cache is worked out by a worker.
+NOT_READY_MESSAGE = (
+    "This page's estimates are being worked out again from the measured data. "
+    "Try again in a minute."
+)
+NOT_READY_RETRY_AFTER_SECONDS = 60
 # Postgres's SQLSTATE for "could not extend file: No space left on device".
 POSTGRES_DISK_FULL = "53100"
 # Less free space than this, and a SQLite I/O error is taken for a full disk: a write needs
@@ -118,8 +126,8 @@ def unavailable_response(
 def unavailable_response(
     request: HttpRequest, exception: BaseException, message: str = MESSAGE
 ) -> HttpResponse | None:
-    """507 for a full disk, 503 with Retry-After for an outage of the database or Redis; None
-    for any other error.
+    """507 for a full disk, 503 with Retry-After for an outage of the database or Redis or a
+    value a worker is computing (core.pagecache.NotReady); None for any other error.
 
     `message` replaces the database outage's message, for a view that knows what was saved.
     A database error always gets a response (the first overload).
@@ -137,6 +145,9 @@ def unavailable_response(
     elif isinstance(exception, RedisConnectionError | RedisTimeoutError | BrokerError):
         status, code, message = 503, "queue_unavailable", QUEUE_MESSAGE
         retry_after = str(RETRY_AFTER_SECONDS)
+    elif isinstance(exception, NotReady):
+        status, code, message = 503, "not_ready", NOT_READY_MESSAGE
+        retry_after = str(NOT_READY_RETRY_AFTER_SECONDS)
     else:
         return None
     log.warning("%s for %s %s: %s", code, request.method, request.path, exception)

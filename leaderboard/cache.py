@@ -17,6 +17,7 @@ from core import pagelimits
 
 # The versioned cache, under the names the public views (and the root conftest) use.
 from core.pagecache import (
+    NotReady,
     bump,
     cached,
     cached_by_content,
@@ -30,6 +31,7 @@ from core.pagecache import (
 from leaderboard.context_processors import visitor_theme
 
 __all__ = [
+    "NotReady",
     "bump",
     "cached",
     "cached_by_content",

@@ -117,11 +117,18 @@ def lanes_fingerprint() -> str:
     fingerprint. The newest refresh keeps a database rebuilt from scratch, whose ids start
     again, from meeting an earlier one's."""
 
-    def compute() -> str:
-        newest = Lane.objects.aggregate(last=Max("id"), at=Max("refreshed_at"))
-        return str({"n": Lane.objects.count(), **newest})
+    return str(lanes_state())
 
-    return board_cache.cached("lanes-fingerprint", "", compute)
+
+def lanes_state() -> dict[str, object]:
+    """The lanes' count ("n"), newest id ("last") and newest refresh time ("at"), read once a
+    page version: lanes_fingerprint's parts."""
+
+    def compute() -> dict[str, object]:
+        newest = Lane.objects.aggregate(last=Max("id"), at=Max("refreshed_at"))
+        return {"n": Lane.objects.count(), **newest}
+
+    return board_cache.cached("lanes-state", "", compute)
 
 
 def _lanes_summary() -> dict[str, Counter[int]]:

@@ -244,3 +244,59 @@ def test_a_class_s_estimates_are_kept_only_with_the_calibration_of_their_lanes(
     assert estimated.for_class(rtx) is after
     assert [row.stack.pk for row in after] == [row.stack.pk for row in meanwhile]
     assert [row.decode for row in after] != [row.decode for row in meanwhile]
+
+
+def test_a_large_site_that_lost_its_calibration_asks_the_worker_and_says_so(
+    client, world, monkeypatch, private_queue
+):
+    """With no calibration anywhere (a new site, a flushed or evicted cache) a page does not
+    calibrate more lanes than estimated.INLINE_LANES itself (12 s at 1,000,000 runs, for every
+    visitor at once): it says the estimates are being worked out, one task is queued however
+    many pages ask, and once the worker has run the estimates show."""
+    monkeypatch.setattr(estimated, "INLINE_LANES", 0)
+    calls: list[int] = []
+    real = estimated._calibrate
+    monkeypatch.setattr(estimated, "_calibrate", lambda: calls.append(1) or real())
+    rtx = world["acme/r0-8b"]
+    for _ in range(2):
+        board_cache.bump()
+        section = _section(client.get(BOARD).content.decode())
+        assert "being worked out again" in section
+        assert "acme/m1-8b" not in section
+        page = client.get(f"/stacks/{rtx.pk}/?hw=h100")
+        assert "Its estimate here is being worked out again" in page.content.decode()
+    response = client.get(
+        reverse("leaderboard:estimate", args=[world["acme/m1-8b"].pk, "rtx-4090"])
+    )
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "60"
+    assert "being worked out again" in response.content.decode()
+    api = client.get("/api/v1/estimates?hw=rtx-4090")
+    assert (api.status_code, api.json()["error"]["code"]) == (503, "not_ready")
+    assert (len(calls), private_queue()) == (0, 1)
+    from leaderboard.tasks import calibrate_estimates
+
+    calibrate_estimates()  # the worker
+    board_cache.bump()
+    section = _section(client.get(BOARD).content.decode())
+    assert "acme/m1-8b" in section and "being worked out again" not in section
+    assert len(calls) == 1
+
+
+def test_a_process_keeps_its_own_newest_calibration_when_the_cache_loses_it(
+    world, monkeypatch, private_queue
+):
+    """A running process that computed or read a calibration goes on with it after the cache
+    lost every copy (a restart of the capped cache), asking the worker for the current one."""
+    from django.core.cache import cache
+
+    from core import pagecache
+
+    monkeypatch.setattr(estimated, "INLINE_LANES", 0)
+    first = estimated.calibrate_now() and estimated.calibrations()
+    on_class("rtx-4090", class_record("rtx-4090", model_id="acme/late-8b", decode=57.0))
+    latest = f"{pagecache._prefix()}:{estimated.CALIBRATION}:latest"
+    cache.delete_many([cache.get(latest), latest])
+    assert cache.get(latest) is None
+    assert estimated.calibrations() is first
+    assert private_queue() == 1

@@ -154,7 +154,8 @@ def unavailable_response(
     if answers_in_json(request):
         return json_error(status, code, message, Retry_After=retry_after)
     # A standalone page: base.html would reach the session, and so the database, again.
-    html = render_to_string("503.html", {"message": message, "status": status})
+    heading = "Being worked out again" if code == "not_ready" else None
+    html = render_to_string("503.html", {"message": message, "status": status, "heading": heading})
     response = HttpResponse(html, status=status)
     response.headers["Retry-After"] = retry_after
     return response

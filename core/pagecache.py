@@ -20,6 +20,7 @@ from django.db import connection, transaction
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+K = TypeVar("K")
 
 # Bounds staleness from changes that do not invalidate (an admin renaming a stack) and from an
 # invalidation lost while the cache was down.
@@ -162,6 +163,31 @@ def cached_by_content(
     _keep(key, found)
     _LATEST[latest] = key
     return cast("T", found)
+
+
+def cached_by_content_each(
+    name: str, fingerprints: dict[K, str], compute: Callable[[list[K]], dict[K, T]]
+) -> dict[K, T]:
+    """cached_by_content for several parts of one value at once, each kept for as long as its
+    own fingerprint holds: one round trip reads them all, the missing parts are computed in
+    one call of `compute(missing)`, which must give each of them a value, and one round trip
+    stores those. Not kept in this process: a page may ask for dozens."""
+    keys = {part: _content_key(name, fingerprint) for part, fingerprint in fingerprints.items()}
+    try:
+        found = cache.get_many(list(keys.values()))
+    except Exception:  # the cache being down must not take the pages down
+        log.warning("leaderboard cache unreachable", exc_info=True)
+        found = {}
+    values = {part: found[key] for part, key in keys.items() if key in found}
+    missing = [part for part in keys if part not in values]
+    if missing:
+        computed = compute(missing)
+        values.update(computed)
+        try:
+            cache.set_many({keys[part]: computed[part] for part in missing}, CONTENT_TIMEOUT)
+        except Exception:
+            log.warning("leaderboard cache unreachable", exc_info=True)
+    return values
 
 
 def holds(name: str, fingerprint: str) -> bool:

@@ -579,9 +579,11 @@ class Lane(models.Model):
 
     class Meta:
         indexes = [
+            # A class's lanes, and what they are now (leaderboard.scopes.class_lanes_marks:
+            # their count, newest id and refresh time, read from the index alone).
             models.Index(
-                fields=["hardware_class", "score_scale", "benchmark_version"],
-                name="lane_class_scale_idx",
+                fields=["hardware_class", "score_scale", "benchmark_version", "id", "refreshed_at"],
+                name="lane_class_mark_idx",
             ),
             models.Index(fields=["stack", "score_scale"], name="lane_stack_scale_idx"),
             # A class's ranking (SQLite has no NULLS LAST in an index: rank non-null scores).

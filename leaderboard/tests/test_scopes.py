@@ -48,3 +48,29 @@ def test_a_stack_s_places_are_kept_while_the_lanes_hold_and_follow_their_changes
     assert places.lane_places(stack, [ada], "v3", run.benchmark_version) == {ada: (2, 2)}
     add_runs(record(model_id="c:8b", overall=40.0))
     assert places.lane_places(stack, [ada], "v3", run.benchmark_version) == {ada: (2, 3)}
+
+
+def test_a_publish_on_one_class_counts_a_stack_s_place_again_there_alone(monkeypatch) -> None:
+    (on_ada,) = add_runs(record(model_id="a:8b", overall=60.0))
+    (on_3090,) = add_runs(record(model_id="a:8b", overall=60.0, gpu=RTX_3090, vram_gb=24))
+    stack, version = on_ada.stack, on_ada.benchmark_version
+    ada, b = on_ada.hardware_class_id, on_3090.hardware_class_id
+    assert stack == on_3090.stack
+    counted: list[list[int]] = []
+    real = places._count_places
+    monkeypatch.setattr(places, "_count_places", lambda *a: counted.append(a[1]) or real(*a))
+    assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (1, 1)}
+    assert places.lane_places(stack, [b, ada], "v3", version) == {ada: (1, 1), b: (1, 1)}
+    assert counted == [[ada, b]]
+    # Two stacks ahead on the 3090 only, written together (the first is not the newest lane).
+    first, _second = add_runs(
+        record(model_id="b:8b", overall=80.0, gpu=RTX_3090, vram_gb=24),
+        record(model_id="c:8b", overall=70.0, gpu=RTX_3090, vram_gb=24),
+    )
+    assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (3, 3)}
+    assert counted == [[ada, b], [b]]
+    # A deletion alone there (no lane written, the newest the same): counted again there.
+    set_published(first, Status.WITHDRAWN)
+    ensure_lanes()
+    assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (2, 2)}
+    assert counted == [[ada, b], [b], [b]]

@@ -18,7 +18,12 @@ contents (the runs per class, a stack's places, the estimates' calibration and a
 estimates) holds, since no lane changed.
 --publish also changes one lane before each request, as a publish does, so that is read again
 too (the calibration's new value is queued once for a worker, on CELERY_BROKER_URL; the page
-meanwhile uses the previous one):
+meanwhile uses the previous one).
+--flush deletes, before each request, every cache key of this database's pages and everything
+derived from them, the calibration included, and this process's own copies of them: a
+restarted cache in front of a new web process. The estimates are then asked of a worker (one
+message on CELERY_BROKER_URL per request, since the flush also drops the mark that one was
+asked for) and the board says they are being worked out:
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/benchloop_bench \
     CELERY_BROKER_URL=redis://127.0.0.1:6379/<db> \
@@ -46,6 +51,8 @@ os.environ.setdefault("THROTTLE_PAGE_RENDER", "1000000/minute")
 # The API's anonymous rate (120 a minute) would refuse two API pages measured back to back.
 os.environ.setdefault("THROTTLE_ANON", "1000000/minute")
 
+import redis  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
@@ -54,6 +61,7 @@ from django.utils import timezone  # noqa: E402
 # The server's process as gunicorn starts it (benchloop_site.wsgi: django.setup(), then what it
 # loaded frozen out of the garbage collector's full passes).
 import benchloop_site.wsgi  # noqa: E402, F401
+from core import pagecache  # noqa: E402
 from leaderboard import cache as board_cache  # noqa: E402
 from leaderboard import estimated  # noqa: E402
 from runs.models import Lane, Run, Stack  # noqa: E402
@@ -110,6 +118,21 @@ def published() -> None:
     board_cache.bump()
 
 
+def flushed() -> None:
+    """A restarted cache in front of a new process: this database's cache keys deleted (by
+    pattern, with the site's key prefix before them; no other database's or site's keys) and
+    this process's copies of content-keyed values dropped."""
+    location = str(settings.CACHES["default"]["LOCATION"])
+    if not location.startswith("redis"):
+        raise SystemExit("--flush deletes keys from a Redis cache: set CACHE_URL or the broker's")
+    client = redis.Redis.from_url(location)
+    keys = list(client.scan_iter(match=f"*{pagecache._prefix()}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+    pagecache._BY_CONTENT.clear()
+    pagecache._LATEST.clear()
+
+
 def measure(
     client: Client, path: str, headers: dict, repeat: int, *, before: Callable[[], None] | None
 ) -> tuple[float, float, float, int]:
@@ -148,9 +171,15 @@ def main() -> int:
     parser.add_argument(
         "--only", action="append", default=[], help="only pages whose label holds this text"
     )
+    parser.add_argument(
+        "--flush",
+        action="store_true",
+        help="as --cold, with this database's cache keys and the process's copies deleted",
+    )
     args = parser.parse_args()
-    args.cold |= args.publish
-    before = published if args.publish else board_cache.bump if args.cold else None
+    args.cold |= args.publish or args.flush
+    mode = "flush" if args.flush else "publish" if args.publish else "cold" if args.cold else ""
+    before = {"flush": flushed, "publish": published, "cold": board_cache.bump}.get(mode)
     client = Client()
     # What a worker does after the lanes change (leaderboard.tasks): a cold page reads the
     # calibration of the lanes as they are, not the one before (--publish changes them again).
@@ -160,6 +189,7 @@ def main() -> int:
     print(f"database: {connection.settings_dict['NAME']} ({runs:,} runs, {stacks:,} ranked stacks)")
     how = ", each missing the cache" if args.cold else ""
     how = ", each after a lane changed" if args.publish else how
+    how = ", each after the cache was flushed" if args.flush else how
     print(f"median of {args.repeat} requests after 2 warm-ups{how}\n")
     print("| Page | Median ms | p90 ms | p99 ms | Queries | Target |")
     print("|---|---:|---:|---:|---:|---|")

@@ -119,6 +119,39 @@ class Point:
     name_x: float = 0.0
     name_y: float = 0.0
     name_anchor: str = "start"
+    # The front's names drawn without hover: those that clash with none drawn before them, at
+    # the type size of wide screens and of phones (site.css).
+    name_shown: str = ""  # "", "wide" or "wide narrow"
+
+
+# The scatter's type in the drawing's units (site.css: 12 px; 22 on phones, where the drawing
+# is scaled down), and a bold character's average width in type sizes.
+NAME_FONTS = {"wide": 12.0, "narrow": 22.0}
+NAME_CHAR_EM = 0.6
+
+
+def _name_box(point: Point, font: float) -> tuple[float, float, float, float]:
+    width = len(point.name) * font * NAME_CHAR_EM
+    left = point.name_x - width if point.name_anchor == "end" else point.name_x
+    return left, point.name_y - font, left + width, point.name_y + font * 0.25
+
+
+def _show_front_names(front: list[Point]) -> None:
+    """Mark the front's names that can be drawn without overlapping another: the two ends of
+    the front first (the fastest, the best), then from the fastest down, each kept if its box
+    clears every name kept before it. The rest show on hover and focus like any dot's."""
+    order = sorted(front, key=lambda p: -p.x)
+    if len(order) > 2:
+        order = [order[0], order[-1], *order[1:-1]]
+    for size, font in NAME_FONTS.items():
+        kept: list[tuple[float, float, float, float]] = []
+        for point in order:
+            box = _name_box(point, font)
+            if all(
+                box[2] <= o[0] or box[0] >= o[2] or box[3] <= o[1] or box[1] >= o[3] for o in kept
+            ):
+                kept.append(box)
+                point.name_shown = f"{point.name_shown} {size}".strip()
 
 
 def _place_name(point: Point, name: str, plot_mid: float) -> Point:
@@ -178,6 +211,7 @@ def scatter(items: Sequence[ScatterItem]) -> Scatter | None:
         for index, (x, y, i) in enumerate(drawn)
     ]
     front_points = sorted((p for p in points if p.on_front), key=lambda p: p.x)
+    _show_front_names(front_points)
     # A staircase: nothing above-right of it exists, which is what "Pareto front" means here.
     path: list[str] = []
     for index, p in enumerate(front_points):

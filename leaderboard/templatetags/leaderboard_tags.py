@@ -171,16 +171,18 @@ def figure_words(value: Figure | None, digits: int = 1) -> str:
 @register.simple_tag
 def scatter_marks(chart: Scatter) -> str:
     # Each dot is a link (focusable) named by its <title>, which shows on hover; the short
-    # label beside it shows on hover and focus (CSS), and always for the Pareto front. No
-    # aria-label: the name must hold the visible text, which the title and label make up.
+    # label beside it shows on hover and focus (CSS), and always for the Pareto front's that
+    # clash with no other (charts.Point.name_shown). No aria-label: the name must hold the
+    # visible text, which the title and label make up.
     parts = []
     for p in chart.points:
         front = " front" if p.on_front else ""
+        shown = f" {escape(p.name_shown)}" if p.name_shown else ""
         parts.append(
             f'<a href="{escape(p.href)}"><circle class="pt{front}" cx="{float(p.x)}" '
             f'cy="{float(p.y)}" r="{"5.5" if p.on_front else "3.5"}"><title>'
             f"{'Pareto front: ' if p.on_front else ''}{escape(p.label)}</title></circle>"
-            f'<text class="pt-name{front}" x="{float(p.name_x)}" y="{float(p.name_y)}" '
+            f'<text class="pt-name{shown}" x="{float(p.name_x)}" y="{float(p.name_y)}" '
             f'text-anchor="{escape(p.name_anchor)}">{escape(p.name)}</text></a>'
         )
     return mark_safe("".join(parts))

@@ -49,6 +49,43 @@ def test_scatter_axes_and_front_path() -> None:
     assert charts.scatter([]) is None
 
 
+def _clash(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return not (a[2] <= b[0] or a[0] >= b[2] or a[3] <= b[1] or a[1] >= b[3])
+
+
+def test_the_front_s_names_are_drawn_only_where_they_clear_each_other() -> None:
+    """A front of 30 stacks in a narrow band (a large board's) names the ends and whichever
+    others clear them, never two over each other; a sparse front names every stack."""
+    crowded = charts.scatter(
+        [
+            {
+                "x": 20 + 12 * i,
+                "y": 70 - 0.3 * i,
+                "label": f"qwen3-coder:30b-a3b Q4_K_M {i}: x",
+                "href": "/",
+            }
+            for i in range(30)
+        ]
+    )
+    assert len(crowded.front) == 30
+    for size, font in charts.NAME_FONTS.items():
+        shown = [p for p in crowded.front if size in p.name_shown.split()]
+        assert 1 <= len(shown) < 30 and crowded.front[0] in shown  # the fastest
+        boxes = [charts._name_box(p, font) for p in shown]
+        assert not any(_clash(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    # On wide screens the best stack's name too; on phones, in twice the type, it clashes.
+    assert crowded.front[-1].name_shown == "wide"
+    sparse = charts.scatter(
+        [
+            {"x": 10, "y": 90, "label": "a: x", "href": "/a"},
+            {"x": 300, "y": 20, "label": "b: x", "href": "/b"},
+            {"x": 50, "y": 10, "label": "c: x", "href": "/c"},
+        ]
+    )
+    assert [p.name_shown for p in sparse.front] == ["wide narrow", "wide narrow"]
+    assert [p.name_shown for p in sparse.points if not p.on_front] == [""]
+
+
 def test_strip_and_trend_need_data() -> None:
     strip = charts.strip(
         [("A", [{"value": v, "label": str(v)} for v in (10, 12, 13, 20)])], unit="x"

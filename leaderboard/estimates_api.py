@@ -79,6 +79,10 @@ class EstimatesView(APIView):
         responses={
             200: OpenApiResponse(OpenApiTypes.OBJECT, description="the estimates"),
             404: OpenApiResponse(description="no such class, or a remote endpoint"),
+            503: OpenApiResponse(
+                description="not_ready: the estimates' calibration is being worked out again "
+                "(a new site, or one whose cache lost it); Retry-After says when to ask again"
+            ),
         },
     )
     def get(self, request: Request) -> Response:

@@ -207,3 +207,41 @@ def test_the_api_docs_link_back_and_break_no_csp_rule(live_server, browser, db) 
     back.click()
     page.wait_for_url(f"{live_server.url}/")
     context.close()
+
+
+# The longest a quantization and an engine build get in the real imported data.
+LONG_QUANT = "COMPRESSED-TENSORS (NVFP4+FP8)"
+LONG_BUILD = "Lucebox-Hub dflash 79fe738 (Luce-Org/llama.cpp@luce-dflash fork)"
+
+
+def test_the_board_fits_1280_with_the_longest_names_real_rows_carry(
+    live_server,
+    transactional_db,
+    browser,  # noqa: F811
+) -> None:
+    """Kept on one line, they widened the board past a 1280 px screen (1,650 px on the real
+    data's RTX 5090 board): the figures and the trust column went off its edge."""
+    from leaderboard.tests.lane_factories import class_record, on_class
+
+    on_class(
+        "rtx-4090",
+        *(
+            class_record(
+                "rtx-4090",
+                model_id=f"acme/m{i}-8b",
+                quantization=LONG_QUANT,
+                engine_version=LONG_BUILD,
+                decode=50.0 + i,
+            )
+            for i in range(3)
+        ),
+    )
+    context = _context(browser, WIDE)
+    page = context.new_page()
+    assert page.goto(f"{live_server.url}/leaderboard/?hw=rtx-4090").status == 200
+    assert page.locator("#results td.col-engine", has_text=LONG_BUILD).count() == 3
+    fit = page.evaluate(TABLE_FIT)
+    assert fit["table"] <= fit["box"] + 1, fit
+    assert fit["lastRight"] <= fit["viewport"], fit
+    _shot(page, "board_long_names")
+    context.close()

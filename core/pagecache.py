@@ -119,7 +119,7 @@ def cached_by_content(
     compute: Callable[[], T],
     *,
     refresh: Callable[[], None] | None = None,
-    compute_here: bool = True,
+    compute_here: Callable[[], bool] | None = None,
 ) -> T:
     """`compute()`'s value for as long as `fingerprint` (what it is computed from) is unchanged,
     whatever the page version: for derived data that costs seconds to build and outlives most
@@ -129,8 +129,8 @@ def cached_by_content(
     exists (in the cache, or this process's own newest): that value is returned and
     `refresh()` is called (once per QUEUED_SECONDS) to have the new one computed off the
     request, which then calls this without `refresh`. With no earlier value either and
-    `compute_here` false, `refresh()` is asked for likewise and NotReady raised. The value is
-    shared: callers must not change it."""
+    `compute_here()` false (asked only then), `refresh()` is asked for likewise and NotReady
+    raised. The value is shared: callers must not change it."""
     key = _content_key(name, fingerprint)
     if key in _BY_CONTENT:
         return cast("T", _BY_CONTENT[key])
@@ -141,13 +141,13 @@ def cached_by_content(
         found = cache.get(key)
         if found is None and refresh is not None:
             earlier = _stored(cache.get(latest)) or _BY_CONTENT.get(_LATEST.get(latest, ""))
-            wait = earlier is not None or not compute_here
+            wait = earlier is not None or not _here(compute_here)
             if wait and cache.add(f"{_prefix()}:{name}:queued", 1, timeout=QUEUED_SECONDS):
                 _call_quietly(refresh)
     except Exception:  # the cache being down must not take the pages down
         log.warning("leaderboard cache unreachable", exc_info=True)
         found = None
-        if refresh is not None and not compute_here:
+        if refresh is not None and not _here(compute_here):
             # Nothing can say whether a refresh was asked for already: none is asked for.
             earlier, wait = _BY_CONTENT.get(_LATEST.get(latest, "")), True
     if wait:
@@ -163,6 +163,10 @@ def cached_by_content(
     _keep(key, found)
     _LATEST[latest] = key
     return cast("T", found)
+
+
+def _here(compute_here: Callable[[], bool] | None) -> bool:
+    return compute_here is None or compute_here()
 
 
 def cached_by_content_each(

@@ -132,6 +132,7 @@ def unavailable_response(
     `message` replaces the database outage's message, for a view that knows what was saved.
     A database error always gets a response (the first overload).
     """
+    heading = None  # the 503 page's own
     # Checked first: SQLite and Postgres report a full disk as an OperationalError, and
     # "database unavailable, try again in a few seconds" would send the operator the wrong way.
     if is_disk_full(exception):
@@ -148,13 +149,13 @@ def unavailable_response(
     elif isinstance(exception, NotReady):
         status, code, message = 503, "not_ready", NOT_READY_MESSAGE
         retry_after = str(NOT_READY_RETRY_AFTER_SECONDS)
+        heading = "Being worked out again"
     else:
         return None
     log.warning("%s for %s %s: %s", code, request.method, request.path, exception)
     if answers_in_json(request):
         return json_error(status, code, message, Retry_After=retry_after)
     # A standalone page: base.html would reach the session, and so the database, again.
-    heading = "Being worked out again" if code == "not_ready" else None
     html = render_to_string("503.html", {"message": message, "status": status, "heading": heading})
     response = HttpResponse(html, status=status)
     response.headers["Retry-After"] = retry_after

@@ -183,7 +183,7 @@ def calibrations(inputs: str = "") -> dict[str, estimates.Calibration]:
         inputs or calibration_inputs(),
         _calibrate,
         refresh=_calibrate_soon,
-        compute_here=int(str(scopes.lanes_state()["n"])) <= INLINE_LANES,
+        compute_here=lambda: scopes.lanes_state().n <= INLINE_LANES,
     )
 
 

@@ -8,6 +8,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
 
 from django.db.models import Count, Max, Q, Sum
 
@@ -117,7 +119,7 @@ def lanes_fingerprint() -> str:
     fingerprint. The newest refresh keeps a database rebuilt from scratch, whose ids start
     again, from meeting an earlier one's."""
 
-    return str(lanes_state())
+    return str(lanes_state()._asdict())
 
 
 def class_lanes_marks(class_ids: list[int], scale: str, version: str) -> dict[int, str]:
@@ -137,13 +139,20 @@ def class_lanes_marks(class_ids: list[int], scale: str, version: str) -> dict[in
     return {class_id: f"{n}|{last}|{at}" for class_id, n, last, at in rows}
 
 
-def lanes_state() -> dict[str, object]:
-    """The lanes' count ("n"), newest id ("last") and newest refresh time ("at"), read once a
-    page version: lanes_fingerprint's parts."""
+class LanesState(NamedTuple):
+    """lanes_fingerprint's parts: the lanes' count, newest id and newest refresh time."""
 
-    def compute() -> dict[str, object]:
+    n: int
+    last: int | None
+    at: datetime | None
+
+
+def lanes_state() -> LanesState:
+    """What the lanes are now (LanesState), read once a page version."""
+
+    def compute() -> LanesState:
         newest = Lane.objects.aggregate(last=Max("id"), at=Max("refreshed_at"))
-        return {"n": Lane.objects.count(), **newest}
+        return LanesState(Lane.objects.count(), newest["last"], newest["at"])
 
     return board_cache.cached("lanes-state", "", compute)
 

@@ -1,15 +1,23 @@
-"""A stack's place on each hardware class's board, as the stack and compare pages show it."""
+"""A stack's place on each hardware class's board, as the stack and compare pages show it, and
+the class boards it is read from (leaderboard.models.ClassBoard), written with the lanes."""
 
 from __future__ import annotations
 
-from django.db import connection
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
 
-from leaderboard import cache as board_cache
-from leaderboard import scopes
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
 from leaderboard.filters import UNVERSIONED, BoardFilters
-from leaderboard.queries import lane_order, lanes
+from leaderboard.models import ClassBoard
+from leaderboard.queries import lane_order, lanes_in_view
 from leaderboard.scopes import Scope
-from runs.models import Stack
+from runs.lanes import ClassBoardKey
+from runs.models import HardwareClass, Lane, Stack
 
 
 def lane_places(
@@ -17,74 +25,107 @@ def lane_places(
 ) -> dict[int, tuple[int, int]]:
     """{class id: (the stack's rank, rows ranked)} on each of these classes' boards, in the
     board's own order (its default sort, the stack's method): what the stack and compare pages
-    say beside a lane's figures. Counted by the database and kept for as long as the lanes are
-    what they were (scopes.lanes_fingerprint)."""
-    classes = sorted(set(class_ids))
-    view = f"{stack.id}|{stack.method}|{scale}|{version}"
-    return board_cache.cached_by_content(
-        "lane-places",
-        f"{scopes.lanes_fingerprint()}|{view}|{classes}",
-        lambda: _places_by_class(stack, classes, scale, version, view),
+    say beside a lane's figures. One read of the classes' stored boards."""
+    boards = ClassBoard.objects.filter(
+        hardware_class_id__in=sorted(set(class_ids)), score_scale=scale, benchmark_version=version
+    )
+    found = dict(boards.values_list("hardware_class_id", "order"))
+    unordered = [(class_id, scale, version) for class_id, order in found.items() if order is None]
+    if unordered:  # boards the table was filled with, never ordered since: once each
+        store_boards(unordered)
+        found = dict(boards.values_list("hardware_class_id", "order"))
+    places = {}
+    for class_id, order in found.items():
+        ranked = (order or {}).get(stack.method, [])
+        if stack.id in ranked:
+            places[class_id] = (ranked.index(stack.id) + 1, len(ranked))
+    return places
+
+
+def store_boards(keys: Iterable[ClassBoardKey]) -> None:
+    """Work these class boards out again from their lanes: their runs and their stacks' order.
+
+    The classes' rows are held first (FOR NO KEY UPDATE, which leaves runs free to point at
+    them), so two writers of one class take turns, and the second reads the lanes the first
+    committed: each would otherwise order the class without the other's new lane."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return
+    classes = sorted({class_id for class_id, _scale, _version in wanted})
+    with transaction.atomic():
+        held = HardwareClass.objects.select_for_update(no_key=True).filter(id__in=classes)
+        list(held.order_by("id").values_list("id", flat=True))
+        runs = _runs(classes)
+        orders = _orders(wanted)
+        stored = {
+            (board.hardware_class_id, board.score_scale, board.benchmark_version): board
+            for board in ClassBoard.objects.filter(hardware_class_id__in=classes)
+        }
+        gone, changed, new, now = [], [], [], timezone.now()
+        for key in wanted:
+            board = stored.get(key)
+            if not runs[key]:
+                if board is not None:
+                    gone.append(board.id)
+            elif board is None:
+                new.append(_board(key, runs[key], orders[key], now))
+            else:
+                board.run_count, board.order = runs[key], orders[key]
+                board.ranked, board.written_at = _ranked(orders[key]), now
+                changed.append(board)
+        ClassBoard.objects.filter(id__in=gone).delete()
+        fields = ["run_count", "ranked", "order", "written_at"]
+        ClassBoard.objects.bulk_update(changed, fields, batch_size=200)
+        ClassBoard.objects.bulk_create(new, batch_size=200)
+
+
+def boards_changed(sender: Any, boards: set[ClassBoardKey], **kwargs: Any) -> None:
+    """runs.signals.lanes_changed's receiver (leaderboard.apps)."""
+    store_boards(boards)
+
+
+def _board(key: ClassBoardKey, runs: int, order: dict[str, list[int]], now: datetime) -> ClassBoard:
+    class_id, scale, version = key
+    return ClassBoard(
+        hardware_class_id=class_id,
+        score_scale=scale,
+        benchmark_version=version,
+        run_count=runs,
+        ranked=_ranked(order),
+        order=order,
+        written_at=now,
     )
 
 
-def _places_by_class(
-    stack: Stack, classes: list[int], scale: str, version: str, view: str
-) -> dict[int, tuple[int, int]]:
-    """After the lanes changed: each class's place kept by what that class's lanes are
-    (scopes.class_lanes_marks), so a publish has them counted again on the classes it touched
-    alone. Counting them on every class of a stack reads every lane of them (65 ms for the
-    busiest stack at 1,000,000 runs: 8 ms a class, and 10 ms for the marks)."""
-    marks = scopes.class_lanes_marks(classes, scale, version)
+def _ranked(order: dict[str, list[int]]) -> dict[str, int]:
+    return {method: len(stacks) for method, stacks in order.items()}
 
-    def count(missing: list[int]) -> dict[int, tuple[int, int] | tuple[()]]:
-        counted = _count_places(stack, missing, scale, version)
-        return {class_id: counted.get(class_id, ()) for class_id in missing}
 
-    found = board_cache.cached_by_content_each(
-        "lane-place",
-        {class_id: f"{marks.get(class_id)}|{class_id}|{view}" for class_id in classes},
-        count,
+def _runs(classes: list[int]) -> Counter[ClassBoardKey]:
+    """The published runs on each board of these classes."""
+    rows = (
+        Lane.objects.filter(hardware_class_id__in=classes, run_count__gt=0)
+        .values_list("hardware_class_id", "score_scale", "benchmark_version")
+        .annotate(n=Sum("run_count"))
+        .order_by()
     )
-    return {class_id: place for class_id, place in found.items() if place}
+    return Counter({(class_id, scale, version): n for class_id, scale, version, n in rows})
 
 
-def _count_places(
-    stack: Stack, classes: list[int], scale: str, version: str
-) -> dict[int, tuple[int, int]]:
-    filters = BoardFilters(
-        scale=scale, bv=version or UNVERSIONED, method=stack.method, scale_named=True
-    )
-    scope = Scope(classes, "", single=None)
-    order = lane_order(filters)
-    keys = {f"order_{i}": expression for i, (expression, _desc) in enumerate(order)}
-    view = lanes(filters, scope, version).annotate(**keys).order_by()
-    sql, params = view.values_list("stack_id", "hardware_class_id", *keys).query.sql_with_params()
-    # The stack's place on a class is one more than the lanes there ahead of its own in the
-    # board's order, counted against its lane (a join, no sort): a window ranking every lane of
-    # its classes sorted them all (0.1-0.2 s for a stack on 22 classes at 1,000,000 runs).
-    columns = ", ".join(f"k{i}" for i in range(len(order)))
-    ahead = " OR ".join(
-        "(" + " AND ".join([*(_same(i) for i in range(n)), _before(n, descending)]) + ")"
-        for n, (_expression, descending) in enumerate(order)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH view_lanes (c0, c1, {columns}) AS ({sql}) "  # noqa: S608 (the ORM's SQL)
-            f"SELECT m.c1, COUNT(*) FILTER (WHERE {ahead}), COUNT(*) "
-            "FROM view_lanes m JOIN view_lanes o ON o.c1 = m.c1 WHERE m.c0 = %s GROUP BY m.c1",
-            [*params, stack.id],
+def _orders(wanted: list[ClassBoardKey]) -> dict[ClassBoardKey, dict[str, list[int]]]:
+    """Each board's stacks per method, in the order its board shows them: one query per scale
+    and version, every class of it at once."""
+    classes: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for class_id, scale, version in wanted:
+        classes[(scale, version)].append(class_id)
+    orders: dict[ClassBoardKey, dict[str, list[int]]] = {key: {} for key in wanted}
+    for (scale, version), ids in classes.items():
+        filters = BoardFilters(scale=scale, bv=version or UNVERSIONED, scale_named=True)
+        view = lanes_in_view(filters, Scope(ids, ""), version).order_by(
+            "hardware_class_id", "stack__method", *lane_order(filters)
         )
-        return {class_id: (ahead_n + 1, total) for class_id, ahead_n, total in cursor.fetchall()}
-
-
-def _same(i: int) -> str:
-    """Lane o and lane m equal on order key i (nulls equal)."""
-    return f"(o.k{i} = m.k{i} OR (o.k{i} IS NULL AND m.k{i} IS NULL))"
-
-
-def _before(i: int, descending: bool) -> str:
-    """Lane o before lane m on order key i, nulls last."""
-    return (
-        f"(o.k{i} {'>' if descending else '<'} m.k{i} OR (o.k{i} IS NOT NULL AND m.k{i} IS NULL))"
-    )
+        for class_id, method, stack_id in view.values_list(
+            "hardware_class_id", "stack__method", "stack_id"
+        ):
+            orders[(class_id, scale, version)].setdefault(method, []).append(stack_id)
+    return orders

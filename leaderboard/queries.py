@@ -7,6 +7,7 @@ the all-hardware view reads the pooled lanes, which carry quality alone.
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -14,6 +15,7 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, F, Q, QuerySet, Sum, Window
+from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, RowNumber
 
 from leaderboard import cache as board_cache
@@ -21,6 +23,7 @@ from leaderboard import filters as board_filters
 from leaderboard import rows as board_rows
 from leaderboard import suite_columns
 from leaderboard.filters import PAGE_SIZE, BoardFilters, sort_spec
+from leaderboard.models import ClassBoard
 from leaderboard.rows import Figure, Row
 from leaderboard.scopes import Scope, default_scale, hardware_scope, prefer_v3
 from leaderboard.suite_columns import SuiteFigures
@@ -86,10 +89,17 @@ def view_versions(filters: BoardFilters, scope: Scope) -> dict[str, int]:
     key = f"{view.scale}|{view.to_query().urlencode()}|{scope.pooled}|{scope.class_ids}|{method}"
 
     def compute() -> dict[str, int]:
-        lanes = _scope_lanes(view, scope)
-        if method:
-            lanes = lanes.filter(stack__method=method)
-        counts = dict(lanes.values_list("benchmark_version").annotate(n=Count("id")))
+        boards = _boards_in_view(view, scope)
+        if boards is not None:
+            counts: dict[str, int] = defaultdict(int)
+            for version, ranked in boards:
+                counts[version] += ranked.get(method, 0) if method else sum(ranked.values())
+            counts = {version: n for version, n in counts.items() if n}
+        else:
+            lanes = _scope_lanes(view, scope)
+            if method:
+                lanes = lanes.filter(stack__method=method)
+            counts = dict(lanes.values_list("benchmark_version").annotate(n=Count("id")))
         if every_run and not scope.pooled:
             runs = (
                 Run.objects.published()
@@ -146,6 +156,21 @@ def _scope_lanes(filters: BoardFilters, scope: Scope) -> QuerySet[Lane]:
     return qs.filter(hardware_class_id__in=scope.class_ids or [])
 
 
+def _boards_in_view(filters: BoardFilters, scope: Scope) -> list[tuple[str, dict[str, int]]] | None:
+    """(version, {method: lanes}) of each class board on the view's scale and hardware: the
+    counts _scope_lanes would give, read from the class boards (leaderboard.models) where the
+    view narrows no stack (a board holds each of its lanes); None where it does."""
+    if scope.pooled or replace(filters, method="", ranked_method="").stack_q():
+        return None
+    boards = ClassBoard.objects.filter(
+        hardware_class_id__in=scope.class_ids or [], score_scale=filters.scale
+    )
+    return [
+        (version, ranked or {})
+        for version, ranked in boards.values_list("benchmark_version", "ranked")
+    ]
+
+
 def method_counts(filters: BoardFilters, scope: Scope) -> dict[str, int]:
     """Lanes in view per measurement method (runs.methods), most first; cached until the next
     publish, as the pages are."""
@@ -153,8 +178,16 @@ def method_counts(filters: BoardFilters, scope: Scope) -> dict[str, int]:
     key = f"{view.scale}|{view.to_query().urlencode()}|{scope.pooled}|{scope.class_ids}"
 
     def compute() -> dict[str, int]:
-        counted = _scope_lanes(view, scope).values_list("stack__method").annotate(n=Count("id"))
-        return dict(sorted(counted, key=lambda item: (-item[1], item[0])))
+        boards = _boards_in_view(view, scope)
+        if boards is not None:
+            counted: Counter[str] = Counter()
+            for _version, ranked in boards:
+                counted.update(ranked)
+            pairs = [(method, n) for method, n in counted.items() if n]
+        else:
+            lanes = _scope_lanes(view, scope)
+            pairs = list(lanes.values_list("stack__method").annotate(n=Count("id")))
+        return dict(sorted(pairs, key=lambda item: (-item[1], item[0])))
 
     return board_cache.cached("methods", key, compute)
 
@@ -244,6 +277,18 @@ class Board:
 
 def lanes(filters: BoardFilters, scope: Scope, version: str) -> QuerySet[Lane]:
     """Stored lanes in the view, annotated with the values they show, in display order."""
+    qs = lanes_in_view(filters, scope, version)
+    order = lane_order(filters)
+    if scope.grouped:
+        # Each class's lanes ranked among themselves, the classes one after another.
+        rank = Window(RowNumber(), partition_by=[F("hardware_class_id")], order_by=order)
+        qs = qs.annotate(class_rank=rank)
+        return qs.order_by("hardware_class__label", "hardware_class_id", *order)
+    return qs.order_by(*order)
+
+
+def lanes_in_view(filters: BoardFilters, scope: Scope, version: str) -> QuerySet[Lane]:
+    """Stored lanes in the view, annotated with the values they show (lanes, unordered)."""
     qs = Lane.objects.filter(
         score_scale=filters.scale,
         benchmark_version=version,
@@ -256,24 +301,14 @@ def lanes(filters: BoardFilters, scope: Scope, version: str) -> QuerySet[Lane]:
         qs = qs.filter(hardware_class_id__in=scope.class_ids or [])
     if filters.q:
         qs = qs.filter(_text_q(filters.q))
-    qs = qs.annotate(
+    return qs.annotate(
         **{f"value_{name}": board_rows.LANE_VALUES[name] for name in board_rows.FIGURES}
     )
-    order = [
-        expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
-        for expression, descending in lane_order(filters)
-    ]
-    if scope.grouped:
-        # Each class's lanes ranked among themselves, the classes one after another.
-        rank = Window(RowNumber(), partition_by=[F("hardware_class_id")], order_by=order)
-        qs = qs.annotate(class_rank=rank)
-        return qs.order_by("hardware_class__label", "hardware_class_id", *order)
-    return qs.order_by(*order)
 
 
-def lane_order(filters: BoardFilters) -> list[tuple[Any, bool]]:
-    """A board's lane order as (expression, descending) pairs, nulls last, within a class:
-    what lanes() sorts by and lane_places counts ahead by."""
+def lane_order(filters: BoardFilters) -> list[OrderBy]:
+    """A board's lane order within a class, as ORDER BY terms, nulls last: what lanes() sorts
+    by, and the class boards' stored order (leaderboard.places)."""
     # A suite's figure is no lane column: those views order here by the default and then by
     # the suite (_suite_sorted).
     key = filters.sort_key if filters.sort_key in board_rows.LANE_SORTS else filters.default_sort
@@ -287,7 +322,10 @@ def lane_order(filters: BoardFilters) -> list[tuple[Any, bool]]:
     if board_filters.ranks_by_figure(key):
         # Lanes of one or two runs rank after those with an interval (rows.sort_rows).
         order.insert(0, (board_rows.LANE_TIER, False))
-    return order
+    return [
+        expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+        for expression, descending in order
+    ]
 
 
 def _lane_rows(ids: list[int], scale: str, ranks: list[int] | None = None) -> list[Row]:

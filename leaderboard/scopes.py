@@ -1,6 +1,5 @@
 """Which hardware a view is about: the classes the filters name, or the busiest class where
-they name none, from the runs per class kept under the lanes' fingerprint (which the places
-and the estimates' calibration are keyed by too)."""
+they name none, from the runs per class the class boards keep (leaderboard.models)."""
 
 from __future__ import annotations
 
@@ -11,12 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Q, Sum
 
 from leaderboard import cache as board_cache
 from leaderboard.filters import CLASS_NARROWING, BoardFilters
+from leaderboard.models import ClassBoard
 from runs import normalize
-from runs.models import HardwareClass, HardwareKind, Lane, ScoreScale
+from runs.models import HardwareClass, HardwareKind, ScoreScale
 
 
 @dataclass
@@ -100,7 +100,7 @@ def _busiest(scale: str) -> tuple[int, int] | None:
 def class_runs(scale: str | None = None) -> Counter[int]:
     """Published runs per hardware class over its lanes (of one scale, or all), most first and
     the lower id first among equals."""
-    by_scale = _lanes_summary()
+    by_scale = _runs_summary()
     if scale is not None:
         return by_scale.get(scale, Counter())
     total: Counter[int] = Counter()
@@ -109,63 +109,49 @@ def class_runs(scale: str | None = None) -> Counter[int]:
     return Counter(dict(sorted(total.items(), key=lambda item: (-item[1], item[0]))))
 
 
-def lanes_fingerprint() -> str:
-    """What the lanes are now, in one line: their count, newest id and newest refresh, read
-    from indexes once a page version (every change to the lanes moves the version).
-
-    Lanes change only by deletion and insertion (runs.lanes writes a changed lane again as a
-    new row, with a new id and refresh time), and ids are never handed out twice: an insertion
-    moves the newest id, a deletion alone the count, so no two states of the lanes share a
-    fingerprint. The newest refresh keeps a database rebuilt from scratch, whose ids start
-    again, from meeting an earlier one's."""
-
-    return str(lanes_state()._asdict())
+def boards_fingerprint() -> str:
+    """What the hardware classes' lanes are now, in one line, read from the class boards
+    (leaderboard.models.ClassBoard) once a page version: their count, newest id and newest
+    write. Every change to a class's lanes writes its board again in the same transaction
+    (leaderboard.places.store_boards), a board whose lanes are all gone is deleted and ids are
+    never handed out twice, so no two states of the lanes share a line; the newest write keeps
+    a database rebuilt from scratch, whose ids start again, from meeting an earlier one's."""
+    state = boards_state()
+    return f"{state.boards}|{state.last}|{state.at}"
 
 
-def class_lanes_marks(class_ids: list[int], scale: str, version: str) -> dict[int, str]:
-    """What each of these classes' lanes of one scale and version are now, in one line per
-    class (lanes_fingerprint's count, newest id and newest refresh, of the class's lanes alone):
-    a value worked out from one class's lanes holds while its line does, whatever another
-    class's publish changed. One query, read from an index alone (runs.Lane's
-    lane_class_mark_idx): 10 ms for a stack's 22 classes at 1,000,000 runs."""
-    rows = (
-        Lane.objects.filter(
-            hardware_class_id__in=class_ids, score_scale=scale, benchmark_version=version
-        )
-        .values_list("hardware_class_id")
-        .annotate(n=Count("id"), last=Max("id"), at=Max("refreshed_at"))
-        .order_by()
-    )
-    return {class_id: f"{n}|{last}|{at}" for class_id, n, last, at in rows}
+class BoardsState(NamedTuple):
+    """The class boards now: how many, the newest id and write, and the lanes they rank."""
 
-
-class LanesState(NamedTuple):
-    """lanes_fingerprint's parts: the lanes' count, newest id and newest refresh time."""
-
-    n: int
+    boards: int
     last: int | None
     at: datetime | None
+    lanes: int
 
 
-def lanes_state() -> LanesState:
-    """What the lanes are now (LanesState), read once a page version."""
+def boards_state() -> BoardsState:
+    """BoardsState, read once a page version (a row per class, scale and version)."""
 
-    def compute() -> LanesState:
-        newest = Lane.objects.aggregate(last=Max("id"), at=Max("refreshed_at"))
-        return LanesState(Lane.objects.count(), newest["last"], newest["at"])
+    def compute() -> BoardsState:
+        rows = list(ClassBoard.objects.values_list("id", "written_at", "ranked"))
+        return BoardsState(
+            len(rows),
+            max((row[0] for row in rows), default=None),
+            max((row[1] for row in rows), default=None),
+            sum(sum((row[2] or {}).values()) for row in rows),
+        )
 
-    return board_cache.cached("lanes-state", "", compute)
+    return board_cache.cached("boards-state", "", compute)
 
 
-def _lanes_summary() -> dict[str, Counter[int]]:
-    """{scale: published runs per class}, for the default classes and the hardware menu: one
-    pass over the lanes (from the lanes alone: a join to the classes made the GROUP BY carry
-    their columns), kept for as long as the lanes' fingerprint holds, so a page version that
-    changed no lane (most of them) does not read them again."""
+def _runs_summary() -> dict[str, Counter[int]]:
+    """{scale: published runs per class}, for the default classes and the hardware menu: read
+    from the class boards (leaderboard.models.ClassBoard, a row per class, scale and version,
+    written with the lanes), once a page version."""
 
     def compute() -> dict[str, Counter[int]]:
         groups = (
-            Lane.objects.filter(hardware_class__isnull=False, run_count__gt=0)
+            ClassBoard.objects.filter(run_count__gt=0)
             .values_list("score_scale", "hardware_class_id")
             .annotate(n=Sum("run_count"))
             .order_by()
@@ -178,7 +164,7 @@ def _lanes_summary() -> dict[str, Counter[int]]:
             for scale, rows in found.items()
         }
 
-    return board_cache.cached_by_content("lanes-summary", lanes_fingerprint(), compute)
+    return board_cache.cached("class-runs", "", compute)
 
 
 def default_scale() -> str:

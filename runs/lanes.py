@@ -35,6 +35,7 @@ FIGURES = ("quality", "overall", "decode", "prefill", "ttft")
 SPEED_FIGURES = ("overall", "decode", "prefill", "ttft")
 
 LaneKey = tuple[int, int | None, str, str]  # stack, hardware class (None: pooled), scale, version
+ClassBoardKey = tuple[int, str, str]  # one class's board: hardware class, scale, version
 
 
 @dataclass(frozen=True)
@@ -148,20 +149,24 @@ def counted_runs(run_model: Any) -> Any:
     )
 
 
-def refresh_lanes(stack_ids: Iterable[int], *, models: LaneModels) -> int:
-    """Recompute the lanes of these stacks from their runs; the number of lanes kept.
+def refresh_lanes(
+    stack_ids: Iterable[int], *, models: LaneModels, changed: set[ClassBoardKey] | None = None
+) -> int:
+    """Recompute the lanes of these stacks from their runs; the number of lanes kept. The
+    class boards whose lanes were written or deleted are added to `changed`.
 
     Call inside a transaction that holds the stacks (runs.services.refresh_stack_stats locks
     their rows), so two refreshes of one stack do not interleave.
     """
     ids = sorted(set(stack_ids))
     kept = 0
+    changed = set() if changed is None else changed
     for start in range(0, len(ids), BATCH_STACKS):
-        kept += _refresh_batch(ids[start : start + BATCH_STACKS], models)
+        kept += _refresh_batch(ids[start : start + BATCH_STACKS], models, changed)
     return kept
 
 
-def _refresh_batch(ids: list[int], models: LaneModels) -> int:
+def _refresh_batch(ids: list[int], models: LaneModels, changed: set[ClassBoardKey]) -> int:
     """One batch of stacks. Lanes whose figures did not change keep their rows; changed ones
     are written again, with INSERTs (an UPDATE of many rows with different values costs
     Django's bulk_update a CASE per column, quadratic in the batch)."""
@@ -191,6 +196,8 @@ def _refresh_batch(ids: list[int], models: LaneModels) -> int:
             del wanted[key]  # unchanged
         else:
             stale.append(lane["id"])
+            changed.update(_boards([key]))
+    changed.update(_boards(wanted))
     if stale:
         models.lane.objects.filter(pk__in=stale).delete()
     models.lane.objects.bulk_create(
@@ -208,6 +215,11 @@ def _refresh_batch(ids: list[int], models: LaneModels) -> int:
         batch_size=1000,
     )
     return total
+
+
+def _boards(keys: Iterable[tuple[Any, ...]]) -> set[ClassBoardKey]:
+    """The class boards of these lane keys (a pooled lane is on none)."""
+    return {(klass, scale, version) for _stack, klass, scale, version in keys if klass is not None}
 
 
 KEY_FIELDS = ("stack_id", "hardware_class_id", "score_scale", "benchmark_version")

@@ -579,8 +579,7 @@ class Lane(models.Model):
 
     class Meta:
         indexes = [
-            # A class's lanes, and what they are now (leaderboard.scopes.class_lanes_marks:
-            # their count, newest id and refresh time, read from the index alone).
+            # A class's lanes of one scale and version (a class board, leaderboard.places).
             models.Index(
                 fields=["hardware_class", "score_scale", "benchmark_version", "id", "refreshed_at"],
                 name="lane_class_mark_idx",
@@ -591,9 +590,6 @@ class Lane(models.Model):
                 fields=["hardware_class", "score_scale", "benchmark_version", "-best_score"],
                 name="lane_class_rank_idx",
             ),
-            # The newest refresh in one index step: part of what the lanes are now
-            # (leaderboard.scopes.lanes_fingerprint), read on every cold page.
-            models.Index(fields=["refreshed_at"], name="lane_refreshed_idx"),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -12,7 +12,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from core import pagecache as board_cache
-from runs import lanes, methods, normalize
+from runs import lanes, methods, normalize, signals
 from runs.importers.records import HardwareRecord, RunRecord
 from runs.models import (
     SPEED_METRICS,
@@ -229,8 +229,11 @@ def refresh_stack_stats(*, stack_ids: Iterable[int]) -> int:
         return 0
     with transaction.atomic():
         list(Stack.objects.select_for_update().filter(id__in=ids).order_by("id").values_list("id"))
-        lanes.refresh_lanes(ids, models=LIVE_LANES)
+        changed: set[lanes.ClassBoardKey] = set()
+        lanes.refresh_lanes(ids, models=LIVE_LANES, changed=changed)
         refreshed = _refresh_stack_rows(ids)
+        if changed:
+            signals.lanes_changed.send(sender=Lane, boards=changed)
     board_cache.invalidate()  # the leaderboard reads lanes and best runs
     return refreshed
 

@@ -136,14 +136,13 @@ def test_with_one_stack_it_offers_a_picker(client: Client) -> None:
 def test_the_query_count_does_not_grow_with_runs(client: Client, django_assert_num_queries) -> None:
     a, b = _two_stacks()
     path = f"/compare/?stacks={a},{b}"
-    # stacks, picker, runs, attempts, suites, and each side's place on the class's board
-    # (the lanes' fingerprint and, the lanes being new, what each side's classes' lanes are
-    # and the places)
-    with django_assert_num_queries(11):
+    # stacks, picker, runs, attempts, suites, and each side's place on the class's board (a
+    # read of the class's stored board each)
+    with django_assert_num_queries(7):
         client.get(path)
     _runs("rtx-4090", "slow:8b", range(100, 160))
     _runs("h100", "fast:8b", range(500, 560))
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(7):
         client.get(path)
     with django_assert_num_queries(6):  # plus the hardware the filter allows
         client.get(path + "&vendor=nvidia")

@@ -130,12 +130,12 @@ def test_list_pages_work_on_the_bulk_dataset(client: Client) -> None:
     assert client.get("/submitters/imported/ada/").status_code == 200
 
 
-# Totals, newest verified and newest runs; the lanes' fingerprint (two queries) and, the lanes
-# being new, the runs per class and scale; the default class on v3 and on speed only, the
+# Totals, newest verified and newest runs; the runs per class and scale (from the class
+# boards); the default class on v3 and on speed only, the
 # measurement methods and the benchmark versions in each view, and the lanes and page of its
 # top rows and of the all-hardware top rows; the hardware menu; runs per method (where they
 # come from).
-LANDING_QUERIES = 17
+LANDING_QUERIES = 15
 
 
 def test_the_landing_page_query_count_does_not_grow(

@@ -21,6 +21,7 @@ from django.test import Client
 from pytest_django import DjangoDbBlocker
 
 from leaderboard import cache as board_cache
+from leaderboard import places
 from leaderboard.tests.factories import add_runs, record
 from runs.importers.records import ImportedSuite
 from runs.models import Hardware, HardwareClass, Lane, Run, Stack, SuiteResult
@@ -218,6 +219,12 @@ def _seed(template: Run) -> None:
             "(SELECT stack_id, max(best_run_id) best FROM runs_lane GROUP BY 1) b "
             f"WHERE s.id = b.stack_id AND s.model_family = '{BULK}family'"
         )
+    # The class boards of the copied lanes, as the lanes' refresh writes them.
+    boards = Lane.objects.filter(hardware_class__isnull=False).values_list(
+        "hardware_class_id", "score_scale", "benchmark_version"
+    )
+    places.store_boards(boards.distinct())
+    with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
 
 

@@ -1,13 +1,21 @@
-"""What is worked out from the lanes alone (the runs per class, which pick the class that opens
-the board and fill the hardware menu; a stack's places) is kept for as long as the lanes'
-fingerprint holds: every change to the lanes shows on the next page version."""
+"""What is worked out from the lanes alone: the runs per class (which pick the class that opens
+the board and fill the hardware menu), a stack's places and the boards' fingerprint (what the
+estimates' calibration is kept by), all read from the class boards that a refresh writes with
+the lanes it changed. Every change to the lanes shows on the next page version."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.apps import apps as django_apps
 
 from leaderboard import places, scopes
+from leaderboard.models import ClassBoard
 from leaderboard.tests.factories import add_runs, ensure_lanes, record
+from runs.methods import DEFAULT_METHOD
+from runs.models import Stack
+from runs.signals import lanes_changed
 from submissions.intake import set_published
 from submissions.models import Status
 
@@ -23,19 +31,19 @@ def test_the_runs_per_class_follow_every_change_to_the_lanes() -> None:
     ada, b = first.hardware_class_id, other.hardware_class_id
     assert scopes.class_runs("v3") == {ada: 1, b: 1}
     assert list(scopes.class_runs("v3")) == sorted([ada, b])  # equals: the lower id first
-    before = scopes.lanes_fingerprint()
+    before = scopes.boards_fingerprint()
 
-    # A run more on a lane there is: the lane is written again (a new row).
+    # A run more on a lane there is: the lane and its class's board are written again.
     add_runs(record(model_id="a:8b"), record(model_id="c:8b"))
-    assert scopes.lanes_fingerprint() != before
+    assert scopes.boards_fingerprint() != before
     assert list(scopes.class_runs("v3").items()) == [(ada, 3), (b, 1)]
     assert scopes.default_class("v3").id == ada
 
-    # Lanes gone and none written: the newest lane is the same, the count is not.
-    newest = scopes.lanes_fingerprint()
+    # The 3090's only lane gone and none written: its board is deleted.
+    newest = scopes.boards_fingerprint()
     set_published(other, Status.WITHDRAWN)
     ensure_lanes()
-    assert scopes.lanes_fingerprint() != newest
+    assert scopes.boards_fingerprint() != newest
     assert scopes.class_runs("v3") == {ada: 3}
     assert scopes.class_runs() == {ada: 3}
 
@@ -50,27 +58,69 @@ def test_a_stack_s_places_are_kept_while_the_lanes_hold_and_follow_their_changes
     assert places.lane_places(stack, [ada], "v3", run.benchmark_version) == {ada: (2, 3)}
 
 
-def test_a_publish_on_one_class_counts_a_stack_s_place_again_there_alone(monkeypatch) -> None:
+def test_a_refresh_writes_the_boards_of_the_lanes_it_changed_and_no_other() -> None:
     (on_ada,) = add_runs(record(model_id="a:8b", overall=60.0))
     (on_3090,) = add_runs(record(model_id="a:8b", overall=60.0, gpu=RTX_3090, vram_gb=24))
     stack, version = on_ada.stack, on_ada.benchmark_version
     ada, b = on_ada.hardware_class_id, on_3090.hardware_class_id
     assert stack == on_3090.stack
-    counted: list[list[int]] = []
-    real = places._count_places
-    monkeypatch.setattr(places, "_count_places", lambda *a: counted.append(a[1]) or real(*a))
     assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (1, 1)}
-    assert places.lane_places(stack, [b, ada], "v3", version) == {ada: (1, 1), b: (1, 1)}
-    assert counted == [[ada, b]]
-    # Two stacks ahead on the 3090 only, written together (the first is not the newest lane).
-    first, _second = add_runs(
+    written: list[set] = []
+
+    def seen(sender, boards, **kwargs) -> None:
+        written.append(set(boards))
+
+    lanes_changed.connect(seen, weak=False)
+    try:
+        # Two stacks ahead on the 3090 only, written together (the first is not the newest lane).
+        first, _second = add_runs(
+            record(model_id="b:8b", overall=80.0, gpu=RTX_3090, vram_gb=24),
+            record(model_id="c:8b", overall=70.0, gpu=RTX_3090, vram_gb=24),
+        )
+        assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (3, 3)}
+        # A deletion alone there (no lane written, the newest the same).
+        set_published(first, Status.WITHDRAWN)
+        ensure_lanes()
+        assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (2, 2)}
+        ensure_lanes()  # nothing changed: no board written
+    finally:
+        lanes_changed.disconnect(seen)
+    assert written == [{(b, "v3", version)}, {(b, "v3", version)}]
+    assert scopes.class_runs("v3") == {b: 2, ada: 1}
+
+
+def test_a_stack_s_places_are_one_read_of_the_stored_boards(django_assert_num_queries) -> None:
+    (run,) = add_runs(record(model_id="a:8b", overall=60.0))
+    add_runs(record(model_id="b:8b", overall=80.0), record(model_id="c:8b", overall=40.0))
+    ada, version = run.hardware_class_id, run.benchmark_version
+    with django_assert_num_queries(1):
+        assert places.lane_places(run.stack, [ada], "v3", version) == {ada: (2, 3)}
+
+
+def test_boards_the_migration_left_unordered_are_ordered_on_first_read() -> None:
+    (run,) = add_runs(record(model_id="a:8b", overall=60.0))
+    add_runs(record(model_id="b:8b", overall=80.0))
+    ada, version = run.hardware_class_id, run.benchmark_version
+    ClassBoard.objects.update(order=None)  # as leaderboard 0001 fills the table: counts alone
+    assert places.lane_places(run.stack, [ada], "v3", version) == {ada: (2, 2)}
+    assert ClassBoard.objects.get(hardware_class_id=ada).order == {
+        DEFAULT_METHOD: [Stack.objects.get(model_id="b:8b").id, run.stack_id]
+    }
+
+
+def test_the_migration_fills_the_counts_the_writer_writes() -> None:
+    add_runs(
+        record(model_id="a:8b", overall=60.0),
         record(model_id="b:8b", overall=80.0, gpu=RTX_3090, vram_gb=24),
-        record(model_id="c:8b", overall=70.0, gpu=RTX_3090, vram_gb=24),
+        record(model_id="c:8b", score_scale="speed"),
+        record(model_id="c:8b", score_scale="speed", method="llama-bench"),
     )
-    assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (3, 3)}
-    assert counted == [[ada, b], [b]]
-    # A deletion alone there (no lane written, the newest the same): counted again there.
-    set_published(first, Status.WITHDRAWN)
-    ensure_lanes()
-    assert places.lane_places(stack, [ada, b], "v3", version) == {ada: (1, 1), b: (2, 2)}
-    assert counted == [[ada, b], [b], [b]]
+    fields = ("hardware_class_id", "score_scale", "benchmark_version", "run_count", "ranked")
+    written = sorted(ClassBoard.objects.values_list(*fields))
+    # Two classes on v3, and on speed only one version per method (runs.methods).
+    assert len(written) == 4 and {"llama-bench"} in [set(row[-1]) for row in written]
+    ClassBoard.objects.all().delete()
+    migration = importlib.import_module("leaderboard.migrations.0001_class_boards")
+    migration.fill(django_apps, None)
+    assert sorted(ClassBoard.objects.values_list(*fields)) == written
+    assert set(ClassBoard.objects.values_list("order", flat=True)) == {None}

@@ -14,11 +14,13 @@ the default board, a filtered board, a stack page, the API leaderboard and the A
 moves before each request, so every cached page and fragment of this database is stale at once,
 as after a moderator's edit or the two minutes a cached page is kept; nothing in Redis is
 deleted (no FLUSHDB, nor another database's or site's keys). What is kept by the lanes'
-contents (the runs per class, a stack's places, the estimates' calibration and a class's
-estimates) holds, since no lane changed.
---publish also changes one lane before each request, as a publish does, so that is read again
-too (the calibration's new value is queued once for a worker, on CELERY_BROKER_URL; the page
-meanwhile uses the previous one).
+contents (the estimates' calibration and a class's estimates) holds, since no lane changed;
+the runs per class and a stack's places are the class boards' (leaderboard.models), in the
+database.
+--publish also changes one lane before each request, as a publish does (its class board is
+written again, as the publish's refresh writes it), so that is read again too (the
+calibration's new value is queued once for a worker, on CELERY_BROKER_URL; the page meanwhile
+uses the previous one).
 --flush deletes, before each request, every cache key of this database's pages and everything
 derived from them, the calibration included, and this process's own copies of them: a
 restarted cache in front of a new web process. The estimates are then asked of a worker (one
@@ -63,7 +65,7 @@ from django.utils import timezone  # noqa: E402
 import benchloop_site.wsgi  # noqa: E402, F401
 from core import pagecache  # noqa: E402
 from leaderboard import cache as board_cache  # noqa: E402
-from leaderboard import estimated  # noqa: E402
+from leaderboard import estimated, places  # noqa: E402
 from runs.models import Lane, Run, Stack  # noqa: E402
 
 TARGET_MS = 150.0
@@ -112,9 +114,11 @@ def percentile(ordered: list[float], share: float) -> float:
 
 def published() -> None:
     """What a publish does to the lanes, at its smallest: one lane written again (a new refresh
-    time, which moves the lanes' fingerprint), and the page version moved."""
-    newest = Lane.objects.order_by("-id").values("id")[:1]
-    Lane.objects.filter(pk__in=newest).update(refreshed_at=timezone.now())
+    time, which moves the lanes' fingerprint), its class board worked out again (as the
+    refresh's runs.signals.lanes_changed has it), and the page version moved."""
+    newest = Lane.objects.filter(hardware_class__isnull=False).order_by("-id")[:1].get()
+    Lane.objects.filter(pk=newest.pk).update(refreshed_at=timezone.now())
+    places.store_boards([(newest.hardware_class_id, newest.score_scale, newest.benchmark_version)])
     board_cache.bump()
 
 

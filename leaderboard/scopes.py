@@ -137,7 +137,7 @@ def boards_state() -> BoardsState:
         return BoardsState(
             len(rows),
             max((row[0] for row in rows), default=None),
-            max((row[1] for row in rows), default=None),
+            max((row[1] for row in rows if row[1] is not None), default=None),
             sum(sum((row[2] or {}).values()) for row in rows),
         )
 

@@ -21,11 +21,12 @@ class ClassBoard(models.Model):
     benchmark_version = models.CharField(max_length=20, blank=True)
     # The published runs its lanes count (runs.Lane.run_count summed).
     run_count = models.PositiveIntegerField(default=0)
-    # {method: lanes ranked}: the lengths of `order`'s lists, which the board's menus count.
+    # {method: lanes ranked}, which the board's menus count.
     ranked = models.JSONField(default=dict)
-    # {method: [stack id, ...]} in the board's default order (leaderboard.queries.lane_order);
-    # None until first worked out (the migration that made this table filled the counts alone).
-    order = models.JSONField(null=True, blank=True)
+    # {method: {"s<stack id>": place}} in the board's default order (leaderboard.queries.
+    # lane_order), read a key at a time (place_key); None until first worked out (the
+    # migration that made this table filled the counts alone).
+    places = models.JSONField(null=True, blank=True)
     # When it was last written (leaderboard.scopes.boards_fingerprint).
     written_at = models.DateTimeField(null=True, blank=True)
 
@@ -39,3 +40,9 @@ class ClassBoard(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hardware_class_id} {self.score_scale} {self.benchmark_version}"
+
+    @staticmethod
+    def place_key(stack_id: int) -> str:
+        """A stack's key in `places`: not a bare number, which SQLite's JSON paths would read
+        as an array index."""
+        return f"s{stack_id}"

@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from leaderboard.filters import UNVERSIONED, BoardFilters
@@ -25,21 +26,24 @@ def lane_places(
 ) -> dict[int, tuple[int, int]]:
     """{class id: (the stack's rank, rows ranked)} on each of these classes' boards, in the
     board's own order (its default sort, the stack's method): what the stack and compare pages
-    say beside a lane's figures. One read of the classes' stored boards."""
+    say beside a lane's figures. One read of the stack's key in the classes' stored boards."""
     boards = ClassBoard.objects.filter(
         hardware_class_id__in=sorted(set(class_ids)), score_scale=scale, benchmark_version=version
     )
-    found = dict(boards.values_list("hardware_class_id", "order"))
-    unordered = [(class_id, scale, version) for class_id, order in found.items() if order is None]
-    if unordered:  # boards the table was filled with, never ordered since: once each
-        store_boards(unordered)
-        found = dict(boards.values_list("hardware_class_id", "order"))
-    places = {}
-    for class_id, order in found.items():
-        ranked = (order or {}).get(stack.method, [])
-        if stack.id in ranked:
-            places[class_id] = (ranked.index(stack.id) + 1, len(ranked))
-    return places
+    key = f"places__{stack.method}__{ClassBoard.place_key(stack.id)}"
+    read = boards.annotate(place=KT(key), placed=Q(places__isnull=False)).values_list(
+        "hardware_class_id", "place", "ranked", "placed"
+    )
+    found = list(read)
+    unplaced = [(class_id, scale, version) for class_id, _p, _r, placed in found if not placed]
+    if unplaced:  # boards the table was filled with, never placed since: once each
+        store_boards(unplaced)
+        found = list(read.all())
+    return {
+        class_id: (int(place), ranked[stack.method])
+        for class_id, place, ranked, _placed in found
+        if place is not None
+    }
 
 
 def store_boards(keys: Iterable[ClassBoardKey]) -> None:
@@ -70,11 +74,11 @@ def store_boards(keys: Iterable[ClassBoardKey]) -> None:
             elif board is None:
                 new.append(_board(key, runs[key], orders[key], now))
             else:
-                board.run_count, board.order = runs[key], orders[key]
+                board.run_count, board.places = runs[key], _places(orders[key])
                 board.ranked, board.written_at = _ranked(orders[key]), now
                 changed.append(board)
         ClassBoard.objects.filter(id__in=gone).delete()
-        fields = ["run_count", "ranked", "order", "written_at"]
+        fields = ["run_count", "ranked", "places", "written_at"]
         ClassBoard.objects.bulk_update(changed, fields, batch_size=200)
         ClassBoard.objects.bulk_create(new, batch_size=200)
 
@@ -92,13 +96,20 @@ def _board(key: ClassBoardKey, runs: int, order: dict[str, list[int]], now: date
         benchmark_version=version,
         run_count=runs,
         ranked=_ranked(order),
-        order=order,
+        places=_places(order),
         written_at=now,
     )
 
 
 def _ranked(order: dict[str, list[int]]) -> dict[str, int]:
     return {method: len(stacks) for method, stacks in order.items()}
+
+
+def _places(order: dict[str, list[int]]) -> dict[str, dict[str, int]]:
+    return {
+        method: {ClassBoard.place_key(stack): place for place, stack in enumerate(stacks, 1)}
+        for method, stacks in order.items()
+    }
 
 
 def _runs(classes: list[int]) -> Counter[ClassBoardKey]:

@@ -1,7 +1,7 @@
 """The class boards (leaderboard.models.ClassBoard), their run and lane counts filled from the
 lanes.
 
-Their order is worked out the first time a page asks for it (leaderboard.places.lane_places):
+Their places are worked out the first time a page asks for it (leaderboard.places.lane_places):
 that rule is the board's own (leaderboard.queries.lane_order), which a migration cannot run."""
 
 from collections import defaultdict
@@ -57,7 +57,7 @@ class Migration(migrations.Migration):
                 ("benchmark_version", models.CharField(blank=True, max_length=20)),
                 ("run_count", models.PositiveIntegerField(default=0)),
                 ("ranked", models.JSONField(default=dict)),
-                ("order", models.JSONField(blank=True, null=True)),
+                ("places", models.JSONField(blank=True, null=True)),
                 ("written_at", models.DateTimeField(blank=True, null=True)),
                 (
                     "hardware_class",

@@ -73,5 +73,5 @@ def test_two_refreshes_on_one_class_at_once_each_leave_the_other_s_stack_in_its_
     assert not errors, errors
     board = ClassBoard.objects.get(hardware_class_id=class_id, score_scale="v3")
     assert board.benchmark_version == version
-    assert board.order == {DEFAULT_METHOD: [second.stack_id, first.stack_id]}
+    assert board.places == {DEFAULT_METHOD: {f"s{second.stack_id}": 1, f"s{first.stack_id}": 2}}
     assert board.run_count == 2

@@ -101,10 +101,11 @@ def test_boards_the_migration_left_unordered_are_ordered_on_first_read() -> None
     (run,) = add_runs(record(model_id="a:8b", overall=60.0))
     add_runs(record(model_id="b:8b", overall=80.0))
     ada, version = run.hardware_class_id, run.benchmark_version
-    ClassBoard.objects.update(order=None)  # as leaderboard 0001 fills the table: counts alone
+    ClassBoard.objects.update(places=None)  # as leaderboard 0001 fills the table: counts alone
     assert places.lane_places(run.stack, [ada], "v3", version) == {ada: (2, 2)}
-    assert ClassBoard.objects.get(hardware_class_id=ada).order == {
-        DEFAULT_METHOD: [Stack.objects.get(model_id="b:8b").id, run.stack_id]
+    ahead = Stack.objects.get(model_id="b:8b").id
+    assert ClassBoard.objects.get(hardware_class_id=ada).places == {
+        DEFAULT_METHOD: {f"s{ahead}": 1, f"s{run.stack_id}": 2}
     }
 
 
@@ -123,4 +124,4 @@ def test_the_migration_fills_the_counts_the_writer_writes() -> None:
     migration = importlib.import_module("leaderboard.migrations.0001_class_boards")
     migration.fill(django_apps, None)
     assert sorted(ClassBoard.objects.values_list(*fields)) == written
-    assert set(ClassBoard.objects.values_list("order", flat=True)) == {None}
+    assert set(ClassBoard.objects.values_list("places", flat=True)) == {None}

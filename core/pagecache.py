@@ -131,16 +131,37 @@ def cached_by_content(
     request, which then calls this without `refresh`. With no earlier value either and
     `compute_here()` false (asked only then), `refresh()` is asked for likewise and NotReady
     raised. The value is shared: callers must not change it."""
+    return cached_by_content_keyed(
+        name, fingerprint, compute, refresh=refresh, compute_here=compute_here
+    )[0]
+
+
+def cached_by_content_keyed(
+    name: str,
+    fingerprint: str,
+    compute: Callable[[], T],
+    *,
+    refresh: Callable[[], None] | None = None,
+    compute_here: Callable[[], bool] | None = None,
+) -> tuple[T, str]:
+    """cached_by_content's value and the key it is stored under: the fingerprint's own, or,
+    while a refresh is awaited, the earlier value's (what is worked out from the value can be
+    kept by it)."""
     key = _content_key(name, fingerprint)
     if key in _BY_CONTENT:
-        return cast("T", _BY_CONTENT[key])
+        return cast("T", _BY_CONTENT[key]), key
     latest = f"{_prefix()}:{name}:latest"  # the key of the newest value computed
     earlier: object = None
+    earlier_key = ""
     wait = False  # for a refresh, with the earlier value or none
     try:
         found = cache.get(key)
         if found is None and refresh is not None:
-            earlier = _stored(cache.get(latest)) or _BY_CONTENT.get(_LATEST.get(latest, ""))
+            earlier_key = cache.get(latest) or ""
+            earlier = _stored(earlier_key)
+            if earlier is None:
+                earlier_key = _LATEST.get(latest, "")
+                earlier = _BY_CONTENT.get(earlier_key)
             wait = earlier is not None or not _here(compute_here)
             if wait and cache.add(f"{_prefix()}:{name}:queued", 1, timeout=QUEUED_SECONDS):
                 _call_quietly(refresh)
@@ -149,11 +170,12 @@ def cached_by_content(
         found = None
         if refresh is not None and not _here(compute_here):
             # Nothing can say whether a refresh was asked for already: none is asked for.
-            earlier, wait = _BY_CONTENT.get(_LATEST.get(latest, "")), True
+            earlier_key = _LATEST.get(latest, "")
+            earlier, wait = _BY_CONTENT.get(earlier_key), True
     if wait:
         if earlier is None:
             raise NotReady(name)
-        return cast("T", earlier)
+        return cast("T", earlier), earlier_key
     if found is None:
         found = compute()
         try:
@@ -162,7 +184,7 @@ def cached_by_content(
             log.warning("leaderboard cache unreachable", exc_info=True)
     _keep(key, found)
     _LATEST[latest] = key
-    return cast("T", found)
+    return cast("T", found), key
 
 
 def _here(compute_here: Callable[[], bool] | None) -> bool:
@@ -192,17 +214,6 @@ def cached_by_content_each(
         except Exception:
             log.warning("leaderboard cache unreachable", exc_info=True)
     return values
-
-
-def holds(name: str, fingerprint: str) -> bool:
-    """Whether `name`'s value for `fingerprint` is stored (not only an earlier one, which
-    `cached_by_content` with `refresh` may return meanwhile)."""
-    key = _content_key(name, fingerprint)
-    try:
-        return _stored(key) is not None
-    except Exception:
-        log.warning("leaderboard cache unreachable", exc_info=True)
-        return False
 
 
 def _content_key(name: str, fingerprint: str) -> str:

@@ -178,9 +178,15 @@ def calibrations(inputs: str = "") -> dict[str, estimates.Calibration]:
     site, a cache that lost it) a page computes it only on up to INLINE_LANES lanes; beyond,
     it raises Calibrating and the worker is asked for it, so a flushed cache on a large site
     costs its pages their estimates for a minute, not every visitor's request 12 s."""
-    return board_cache.cached_by_content(
+    return calibration_in_use(inputs or calibration_inputs())[0]
+
+
+def calibration_in_use(inputs: str) -> tuple[dict[str, estimates.Calibration], str]:
+    """calibrations(inputs) and the key it is kept under: the one of these inputs, or the
+    earlier one pages go on with until the worker's is in."""
+    return board_cache.cached_by_content_keyed(
         CALIBRATION,
-        inputs or calibration_inputs(),
+        inputs,
         _calibrate,
         refresh=_calibrate_soon,
         compute_here=lambda: scopes.boards_state().lanes <= INLINE_LANES,
@@ -332,25 +338,27 @@ def for_class(
         return []
     narrowed = (engine, quant, q, params, family, scale)
     inputs = calibration_inputs()
+    # First: where no calibration is at hand (Calibrating), the candidates would be read for
+    # nothing (8 ms of a flushed board at 1,000,000 runs).
+    calibrated, used = calibration_in_use(inputs)
 
     def compute() -> list[Estimated]:
-        return _for_class(hw_class, machine, inputs, *narrowed)
+        return _for_class(hw_class, machine, calibrated, *narrowed)
 
-    # Kept by what they are computed from (the lanes and hardware additions, as the
-    # calibration, and the class's machine) for a class's own board, whatever its scale; not
-    # for narrowed views, whose visitors' free text would fill the cache for a day. And only
-    # once the calibration for these lanes is in: estimates worked out meanwhile with the one
-    # before would outlive it.
-    if any((engine, quant, q, params, family)) or not board_cache.holds(CALIBRATION, inputs):
+    # Kept by what they are computed from (the lanes and hardware additions, the calibration
+    # they used, which until the worker's is in is the one before, and the class's machine)
+    # for a class's own board, whatever its scale; not for narrowed views, whose visitors'
+    # free text would fill the cache for a day.
+    if any((engine, quant, q, params, family)):
         return compute()
-    found = f"{inputs}|{hw_class.pk}|{machine.pk}|{scale}"
+    found = f"{inputs}|{used}|{hw_class.pk}|{machine.pk}|{scale}"
     return board_cache.cached_by_content("class-estimates", found, compute)
 
 
 def _for_class(
     hw_class: HardwareClass,
     machine: Hardware,
-    inputs: str,
+    calibrated: dict[str, estimates.Calibration],
     engine: str,
     quant: str,
     q: str,
@@ -358,9 +366,6 @@ def _for_class(
     family: str,
     scale: str,
 ) -> list[Estimated]:
-    # First: where no calibration is at hand (Calibrating), the candidates would be read for
-    # nothing (8 ms of a flushed board at 1,000,000 runs).
-    calibrated = calibrations(inputs)
     stacks = Stack.objects.filter(best_run__isnull=False)
     if engine:
         stacks = stacks.filter(engine__iexact=engine)

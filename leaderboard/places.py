@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -71,12 +70,17 @@ def store_boards(keys: Iterable[ClassBoardKey]) -> None:
             if not runs[key]:
                 if board is not None:
                     gone.append(board.id)
-            elif board is None:
-                new.append(_board(key, runs[key], orders[key], now))
+                continue
+            if board is None:
+                class_id, scale, version = key
+                board = ClassBoard(
+                    hardware_class_id=class_id, score_scale=scale, benchmark_version=version
+                )
+                new.append(board)
             else:
-                board.run_count, board.places = runs[key], _places(orders[key])
-                board.ranked, board.written_at = _ranked(orders[key]), now
                 changed.append(board)
+            board.run_count, board.ranked = runs[key], _ranked(orders[key])
+            board.places, board.written_at = _places(orders[key]), now
         ClassBoard.objects.filter(id__in=gone).delete()
         fields = ["run_count", "ranked", "places", "written_at"]
         ClassBoard.objects.bulk_update(changed, fields, batch_size=200)
@@ -86,19 +90,6 @@ def store_boards(keys: Iterable[ClassBoardKey]) -> None:
 def boards_changed(sender: Any, boards: set[ClassBoardKey], **kwargs: Any) -> None:
     """runs.signals.lanes_changed's receiver (leaderboard.apps)."""
     store_boards(boards)
-
-
-def _board(key: ClassBoardKey, runs: int, order: dict[str, list[int]], now: datetime) -> ClassBoard:
-    class_id, scale, version = key
-    return ClassBoard(
-        hardware_class_id=class_id,
-        score_scale=scale,
-        benchmark_version=version,
-        run_count=runs,
-        ranked=_ranked(order),
-        places=_places(order),
-        written_at=now,
-    )
 
 
 def _ranked(order: dict[str, list[int]]) -> dict[str, int]:
